@@ -1,0 +1,1 @@
+"""Board files shipped with pytest-ondevice (package data; see boards.py)."""

@@ -1,0 +1,184 @@
+"""Boards: declarative TOML files, ours and the user's, validated on load.
+
+Adding a board is adding a data file. A board may `extend` another and change
+only what differs (e.g. where it runs); users keep their own boards in their
+repo and point the `ondevice_boards` ini option at them.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import importlib.util
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .schema import ConfigError, check, load_toml
+
+
+
+def _builtin_dir() -> Path:
+    """Our board files: the package pytest_ondevice.boards (the repo's boards/)."""
+    spec = importlib.util.find_spec("pytest_ondevice.boards")
+    if spec is None or not spec.submodule_search_locations:  # pragma: no cover
+        return Path(__file__).resolve().parent.parent / "boards"
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+BUILTIN_DIR = _builtin_dir()
+
+TOOLCHAIN_SPEC = {
+    "gnu": str,  # GNU triple prefix, "" for the host's own cc/c++
+    "clang_target": str,
+    "zig_target": str,
+    "debian_package": str,
+    "cflags": list,
+    "cxxflags": list,
+    "ldflags": list,
+    "libs": list,
+    "runtime": list,  # sources compiled into every binary (print function, startup)
+}
+SPEC = {
+    "description": str,
+    "extends": str,
+    "abstract": bool,  # a shared target that only other boards extend
+    "kind": ("host", "linux", "baremetal"),
+    "arch": str,
+    "timeout": float,
+    "clock_hz": int,
+    "toolchain": TOOLCHAIN_SPEC,
+    "memory": {"flash": int, "ram": int, "note": str},
+    "transport": "table",
+}
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    gnu: str | None = None
+    clang_target: str | None = None
+    zig_target: str | None = None
+    debian_package: str | None = None
+    cflags: tuple[str, ...] = ()
+    cxxflags: tuple[str, ...] = ()
+    ldflags: tuple[str, ...] = ()
+    libs: tuple[str, ...] = ()
+    runtime: tuple[Path, ...] = ()
+
+
+@dataclass(frozen=True)
+class Board:
+    name: str
+    path: Path
+    kind: str
+    arch: str
+    toolchain: Toolchain
+    transport: dict[str, Any] = field(hash=False, compare=False)
+    description: str = ""
+    timeout: float = 60.0
+    clock_hz: int | None = None
+    flash: int | None = None
+    ram: int | None = None
+    memory_note: str = ""
+
+    @property
+    def transport_name(self) -> str:
+        return self.transport["name"]
+
+
+class BoardRegistry:
+    """Finds board files by name in the user's directories, then ours."""
+
+    def __init__(self, user_dirs: list[Path] | None = None) -> None:
+        self.dirs = [*(user_dirs or []), BUILTIN_DIR]
+        self._cache: dict[str, Board] = {}
+
+    def files(self) -> dict[str, Path]:
+        found: dict[str, Path] = {}
+        for d in self.dirs:
+            for p in sorted(d.glob("*.toml")):
+                found.setdefault(p.stem, p)
+        return found
+
+    def names(self, include_abstract: bool = False) -> list[str]:
+        return [n for n in self.files() if include_abstract or not self._raw(n)[0].get("abstract")]
+
+    def get(self, name: str) -> Board:
+        if name not in self._cache:
+            data, path = self._merged(name, chain=())
+            if data.get("abstract"):
+                raise ConfigError(f"{path}: board '{name}' is abstract: pick a board that extends it")
+            self._cache[name] = _build(name, path, data)
+        return self._cache[name]
+
+    def _raw(self, name: str) -> tuple[dict[str, Any], Path]:
+        files = self.files()
+        if name not in files:
+            hint = difflib.get_close_matches(name, list(files), n=1)
+            also = f" (did you mean '{hint[0]}'?)" if hint else ""
+            raise ConfigError(
+                f"unknown board '{name}'{also}; known boards: {', '.join(self.names())}"
+            )
+        path = files[name]
+        data = load_toml(path)
+        check(data, SPEC, path)
+        runtime = data.get("toolchain", {}).get("runtime")
+        if runtime:  # relative to the file that names them
+            data["toolchain"]["runtime"] = [str((path.parent / r).resolve()) for r in runtime]
+        return data, path
+
+    def _merged(self, name: str, chain: tuple[str, ...]) -> tuple[dict[str, Any], Path]:
+        if name in chain:
+            raise ConfigError(f"board '{name}' extends itself: {' -> '.join([*chain, name])}")
+        data, path = self._raw(name)
+        parent = data.get("extends")
+        if parent:
+            try:
+                base, _ = self._merged(parent, (*chain, name))
+            except ConfigError as e:
+                raise ConfigError(f"{path}: 'extends': {e}") from None
+            base.pop("abstract", None)
+            data = _deep_merge(base, data)
+        return data, path
+
+
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _build(name: str, path: Path, data: dict[str, Any]) -> Board:
+    for key in ("kind", "arch", "transport"):
+        if key not in data:
+            raise ConfigError(f"{path}: missing key '{key}'")
+    if "name" not in data["transport"] or not isinstance(data["transport"]["name"], str):
+        raise ConfigError(f"{path}: missing key 'transport.name'")
+    tc = data.get("toolchain", {})
+    toolchain = Toolchain(
+        gnu=tc.get("gnu"),
+        clang_target=tc.get("clang_target"),
+        zig_target=tc.get("zig_target"),
+        debian_package=tc.get("debian_package"),
+        **{k: tuple(tc.get(k, [])) for k in ("cflags", "cxxflags", "ldflags", "libs")},
+        runtime=tuple(Path(r) for r in tc.get("runtime", [])),
+    )
+    mem = data.get("memory", {})
+    return Board(
+        name=name,
+        path=path,
+        kind=data["kind"],
+        arch=data["arch"],
+        toolchain=toolchain,
+        transport=dict(data["transport"]),
+        description=data.get("description", ""),
+        timeout=float(data.get("timeout", 60.0)),
+        clock_hz=data.get("clock_hz"),
+        flash=mem.get("flash"),
+        ram=mem.get("ram"),
+        memory_note=mem.get("note", ""),
+    )

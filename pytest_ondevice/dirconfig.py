@@ -1,0 +1,118 @@
+"""The per-directory `ondevice.toml`: the code under test, declared once.
+
+Found upward from a test source (like conftest.py), it names the library the
+tests link (sources by glob or list, include dirs, defines, flags per language,
+link libraries) and per-file overrides such as a timeout.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .schema import ConfigError, check, load_toml
+
+FILENAME = "ondevice.toml"
+
+_BUILD_KEYS = {
+    "include_dirs": list,
+    "defines": list,
+    "cflags": list,
+    "cxxflags": list,
+    "ldflags": list,
+    "libs": list,
+    "timeout": float,
+}
+SPEC = {"sources": list, **_BUILD_KEYS, "files": {"*": {**_BUILD_KEYS, "sources": list}}}
+
+
+@dataclass(frozen=True)
+class BuildFlags:
+    include_dirs: tuple[Path, ...] = ()
+    defines: tuple[str, ...] = ()
+    cflags: tuple[str, ...] = ()
+    cxxflags: tuple[str, ...] = ()
+    ldflags: tuple[str, ...] = ()
+    libs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DirConfig:
+    path: Path | None  # None: no ondevice.toml found
+    root: Path  # paths in the file are relative to this directory
+    sources: tuple[Path, ...] = ()  # the library, one archive per board
+    flags: BuildFlags = BuildFlags()
+    timeout: float | None = None
+    files: dict[str, dict] = field(default_factory=dict, hash=False, compare=False)
+
+    def for_file(self, source: Path) -> tuple[BuildFlags, tuple[Path, ...], float | None]:
+        """Flags, extra sources and timeout for one test source, overrides applied."""
+        over = self.files.get(source.name)
+        if over is None:
+            rel = _relative(source, self.root)
+            over = self.files.get(rel, {})
+        if not over:
+            return self.flags, (), self.timeout
+        flags = BuildFlags(
+            self.flags.include_dirs + tuple(self._paths(over.get("include_dirs", []))),
+            self.flags.defines + tuple(over.get("defines", [])),
+            self.flags.cflags + tuple(over.get("cflags", [])),
+            self.flags.cxxflags + tuple(over.get("cxxflags", [])),
+            self.flags.ldflags + tuple(over.get("ldflags", [])),
+            self.flags.libs + tuple(over.get("libs", [])),
+        )
+        extra = tuple(self._glob(over.get("sources", []), "files.sources"))
+        return flags, extra, over.get("timeout", self.timeout)
+
+    def _paths(self, items: list[str]) -> list[Path]:
+        return [(self.root / p).resolve() for p in items]
+
+    def _glob(self, patterns: list[str], key: str) -> list[Path]:
+        found: list[Path] = []
+        for pattern in patterns:
+            matches = sorted(self.root.glob(pattern)) if _is_glob(pattern) else [self.root / pattern]
+            matches = [m.resolve() for m in matches if m.is_file()]
+            if not matches:
+                raise ConfigError(f"{self.path}: '{key}' entry {pattern!r} matches no file")
+            found.extend(m for m in matches if m not in found)
+        return found
+
+
+def _is_glob(pattern: str) -> bool:
+    return any(c in pattern for c in "*?[")
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root).as_posix()
+    except ValueError:
+        return path.name
+
+
+def find(start: Path, stop: Path) -> Path | None:
+    """The nearest ondevice.toml from start's directory up to (and including) stop."""
+    here = start if start.is_dir() else start.parent
+    stop = stop.resolve()
+    for d in [here.resolve(), *here.resolve().parents]:
+        candidate = d / FILENAME
+        if candidate.is_file():
+            return candidate
+        if d == stop:
+            break
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def load(path: Path | None, fallback_root: Path) -> DirConfig:
+    if path is None:
+        return DirConfig(None, fallback_root)
+    data = load_toml(path)
+    check(data, SPEC, path)
+    cfg = DirConfig(path, path.parent.resolve())
+    sources = tuple(cfg._glob(data.get("sources", []), "sources"))
+    flags = BuildFlags(
+        tuple(cfg._paths(data.get("include_dirs", []))),
+        *(tuple(data.get(k, [])) for k in ("defines", "cflags", "cxxflags", "ldflags", "libs")),
+    )
+    return DirConfig(path, cfg.root, sources, flags, data.get("timeout"), data.get("files", {}))

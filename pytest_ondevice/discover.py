@@ -1,0 +1,48 @@
+"""Find the test cases a C/C++ source declares, without compiling it.
+
+Names come from the source so that every case is a pytest item before anything
+is built: `-k`, `--lf` and xdist then work per case. Comments, string literals
+and preprocessor directives are blanked first (keeping line numbers), so a
+commented-out test or a macro definition is not mistaken for a case.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_BLANK = re.compile(
+    r"""//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'""",
+    re.DOTALL,
+)
+_DIRECTIVE = re.compile(r"^[ \t]*#(?:[^\n]*\\\n)*[^\n]*", re.MULTILINE)
+_V1 = re.compile(r"\bTF_LITE_MICRO_TEST\s*\(\s*([A-Za-z_]\w*)\s*\)")
+_V2 = re.compile(r"\bTEST(?:_F)?\s*\(\s*([A-Za-z_]\w*)\s*,\s*([A-Za-z_]\w*)\s*\)")
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str  # as the device prints it: "Name" (v1) or "Suite.Name" (v2)
+    line: int  # 1-based line of the declaration
+    style: str  # "v1" or "v2"
+
+
+def _blank(match: re.Match[str]) -> str:
+    return re.sub(r"[^\n]", " ", match.group(0))
+
+
+def find_cases(text: str) -> list[Case]:
+    code = _DIRECTIVE.sub(_blank, _BLANK.sub(_blank, text))
+    found: list[tuple[int, Case]] = []
+    for m in _V1.finditer(code):
+        found.append((m.start(), Case(m.group(1), code.count("\n", 0, m.start()) + 1, "v1")))
+    for m in _V2.finditer(code):
+        name = f"{m.group(1)}.{m.group(2)}"
+        found.append((m.start(), Case(name, code.count("\n", 0, m.start()) + 1, "v2")))
+    seen: set[str] = set()
+    cases = []
+    for _, case in sorted(found, key=lambda x: x[0]):
+        if case.name not in seen:
+            seen.add(case.name)
+            cases.append(case)
+    return cases

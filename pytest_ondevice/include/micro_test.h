@@ -1,0 +1,695 @@
+/*
+ * micro_test.h: pytest-ondevice's device-side test header.
+ *
+ * Offers both generations of TensorFlow Lite Micro's test harness with TFLM's
+ * names and output, so existing sources compile unchanged:
+ *   v1: TF_LITE_MICRO_TESTS_BEGIN / TF_LITE_MICRO_TEST(name) / ..._END
+ *   v2: TEST(Suite, Name) / TEST_F / EXPECT_* / ASSERT_* / RUN_ALL_TESTS()
+ * The output protocol is documented in docs/protocol.md.
+ *
+ * C99/C11 and C++11 or later. No heap and no libc: the only thing the board
+ * runtime must supply is
+ *     void ondevice_write(const char *data, size_t len);
+ * Everything here is static, so the header belongs in the test's own
+ * translation unit (the one that holds main).
+ */
+#ifndef PYTEST_ONDEVICE_MICRO_TEST_H_
+#define PYTEST_ONDEVICE_MICRO_TEST_H_
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+void ondevice_write(const char *data, size_t len);
+#ifdef __cplusplus
+}
+#endif
+
+#ifndef ONDEVICE_PRINT_BUFFER
+#define ONDEVICE_PRINT_BUFFER 128
+#endif
+#ifndef ONDEVICE_EOL
+#define ONDEVICE_EOL "\r\n" /* TFLM's MicroPrintf ends lines with \r\n */
+#endif
+#ifndef ONDEVICE_MAX_TESTS
+#define ONDEVICE_MAX_TESTS 256
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define OD_UNUSED __attribute__((unused))
+#else
+#define OD_UNUSED
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* A small printf: enough for test messages, no libc.                        */
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+  char buf[ONDEVICE_PRINT_BUFFER];
+  size_t n;
+} od_out_t;
+
+static inline void od_flush(od_out_t *o) {
+  if (o->n) {
+    ondevice_write(o->buf, o->n);
+    o->n = 0;
+  }
+}
+
+static inline void od_putc(od_out_t *o, char c) {
+  if (o->n == sizeof(o->buf)) od_flush(o);
+  o->buf[o->n++] = c;
+}
+
+static inline size_t od_strlen(const char *s) {
+  size_t n = 0;
+  while (s[n]) n++;
+  return n;
+}
+
+static inline void od_pad(od_out_t *o, int count, char c) {
+  while (count-- > 0) od_putc(o, c);
+}
+
+/* Writes s (len chars) right- or left-justified in width. */
+static inline void od_field(od_out_t *o, const char *s, size_t len, int width, int left,
+                            char pad) {
+  int fill = width > (int)len ? width - (int)len : 0;
+  if (!left && pad == '0' && len && (s[0] == '-' || s[0] == '+')) {
+    od_putc(o, s[0]);
+    s++;
+    len--;
+  }
+  if (!left) od_pad(o, fill, pad);
+  while (len--) od_putc(o, *s++);
+  if (left) od_pad(o, fill, ' ');
+}
+
+/* Formats v into the end of tmp (size 32); returns the start. */
+static inline char *od_utoa(unsigned long long v, unsigned base, int upper, char *end) {
+  const char *digits = upper ? "0123456789ABCDEF" : "0123456789abcdef";
+  *--end = '\0';
+  do {
+    *--end = digits[v % base];
+    v /= base;
+  } while (v);
+  return end;
+}
+
+/* Fixed-point rendering of a double with prec decimals (no libm). */
+static inline size_t od_ftoa(double v, int prec, char *out, size_t cap) {
+  size_t n = 0;
+  unsigned long long scale = 1, whole, frac;
+  char tmp[32];
+  char *p;
+  int i;
+  if (v != v) {
+    out[0] = 'n'; out[1] = 'a'; out[2] = 'n';
+    return 3;
+  }
+  if (v < 0) {
+    out[n++] = '-';
+    v = -v;
+  }
+  if (v > 1.8e19) {
+    out[n++] = 'i'; out[n++] = 'n'; out[n++] = 'f';
+    return n;
+  }
+  if (prec > 9) prec = 9;
+  for (i = 0; i < prec; i++) scale *= 10;
+  whole = (unsigned long long)v;
+  frac = (unsigned long long)((v - (double)whole) * (double)scale + 0.5);
+  if (frac >= scale) {
+    whole++;
+    frac -= scale;
+  }
+  for (p = od_utoa(whole, 10, 0, tmp + sizeof(tmp)); *p && n < cap; p++) out[n++] = *p;
+  if (prec > 0 && n < cap) {
+    out[n++] = '.';
+    for (i = prec - 1; i >= 0 && n + (size_t)i < cap; i--) {
+      out[n + (size_t)i] = (char)('0' + frac % 10);
+      frac /= 10;
+    }
+    n += (size_t)prec;
+  }
+  return n;
+}
+
+static inline void od_vformat(od_out_t *o, const char *fmt, va_list ap) {
+  char tmp[48];
+  for (; *fmt; fmt++) {
+    int left = 0, width = 0, prec = -1, lng = 0, plus = 0;
+    char pad = ' ';
+    const char *s;
+    size_t len;
+    if (*fmt != '%') {
+      od_putc(o, *fmt);
+      continue;
+    }
+    fmt++;
+    for (;; fmt++) {
+      if (*fmt == '-') left = 1;
+      else if (*fmt == '0') pad = '0';
+      else if (*fmt == '+') plus = 1;
+      else if (*fmt == ' ' || *fmt == '#') continue;
+      else break;
+    }
+    if (*fmt == '*') {
+      width = va_arg(ap, int);
+      fmt++;
+    } else {
+      while (*fmt >= '0' && *fmt <= '9') width = width * 10 + (*fmt++ - '0');
+    }
+    if (*fmt == '.') {
+      prec = 0;
+      fmt++;
+      if (*fmt == '*') {
+        prec = va_arg(ap, int);
+        fmt++;
+      } else {
+        while (*fmt >= '0' && *fmt <= '9') prec = prec * 10 + (*fmt++ - '0');
+      }
+    }
+    for (;; fmt++) {
+      if (*fmt == 'l') lng++;
+      else if (*fmt == 'z' || *fmt == 'j' || *fmt == 't') lng = 2;
+      else if (*fmt == 'h' || *fmt == 'L') continue;
+      else break;
+    }
+    switch (*fmt) {
+      case 'd':
+      case 'i': {
+        long long v = lng >= 2 ? va_arg(ap, long long)
+                      : lng == 1 ? (long long)va_arg(ap, long)
+                                 : (long long)va_arg(ap, int);
+        unsigned long long mag = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+        char *p = od_utoa(mag, 10, 0, tmp + sizeof(tmp));
+        if (v < 0) *--p = '-';
+        else if (plus) *--p = '+';
+        od_field(o, p, od_strlen(p), width, left, pad);
+        break;
+      }
+      case 'u':
+      case 'x':
+      case 'X':
+      case 'o': {
+        unsigned long long v = lng >= 2 ? va_arg(ap, unsigned long long)
+                               : lng == 1 ? (unsigned long long)va_arg(ap, unsigned long)
+                                          : (unsigned long long)va_arg(ap, unsigned int);
+        unsigned base = *fmt == 'u' ? 10 : *fmt == 'o' ? 8 : 16;
+        char *p = od_utoa(v, base, *fmt == 'X', tmp + sizeof(tmp));
+        od_field(o, p, od_strlen(p), width, left, pad);
+        break;
+      }
+      case 'p': {
+        char *p = od_utoa((unsigned long long)(uintptr_t)va_arg(ap, void *), 16, 0,
+                          tmp + sizeof(tmp));
+        *--p = 'x';
+        *--p = '0';
+        od_field(o, p, od_strlen(p), width, left, ' ');
+        break;
+      }
+      case 'f':
+      case 'F':
+      case 'e':
+      case 'E':
+      case 'g':
+      case 'G': {
+        len = od_ftoa(va_arg(ap, double), prec < 0 ? 6 : prec, tmp, sizeof(tmp));
+        od_field(o, tmp, len, width, left, pad);
+        break;
+      }
+      case 'c':
+        tmp[0] = (char)va_arg(ap, int);
+        od_field(o, tmp, 1, width, left, ' ');
+        break;
+      case 's':
+        s = va_arg(ap, const char *);
+        if (!s) s = "(null)";
+        len = od_strlen(s);
+        if (prec >= 0 && (size_t)prec < len) len = (size_t)prec;
+        od_field(o, s, len, width, left, ' ');
+        break;
+      case '%':
+        od_putc(o, '%');
+        break;
+      case '\0':
+        fmt--;
+        break;
+      default:
+        od_putc(o, '%');
+        od_putc(o, *fmt);
+    }
+  }
+}
+
+/* TFLM's MicroPrintf: one formatted line, terminated with ONDEVICE_EOL. */
+static inline OD_UNUSED void MicroPrintf(const char *fmt, ...) {
+  od_out_t o;
+  const char *eol = ONDEVICE_EOL;
+  va_list ap;
+  o.n = 0;
+  va_start(ap, fmt);
+  od_vformat(&o, fmt, ap);
+  va_end(ap);
+  while (*eol) od_putc(&o, *eol++);
+  od_flush(&o);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Values printed in failure messages: integers, floats and pointers.        */
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+  char kind; /* 'i' signed, 'u' unsigned, 'f' floating, 'p' pointer */
+  long long i;
+  unsigned long long u;
+  double f;
+} od_value_t;
+
+static inline od_value_t od_make_value(char kind, long long i, unsigned long long u, double f) {
+  od_value_t v;
+  v.kind = kind;
+  v.i = i;
+  v.u = u;
+  v.f = f;
+  return v;
+}
+
+/* Renders v as TFLM does (%d for integers, %f for floats) into buf. */
+static inline const char *od_value_str(od_value_t v, char *buf, size_t cap) {
+  char *p;
+  size_t n;
+  switch (v.kind) {
+    case 'f':
+      n = od_ftoa(v.f, 6, buf, cap - 1);
+      buf[n] = '\0';
+      return buf;
+    case 'u':
+      return od_utoa(v.u, 10, 0, buf + cap);
+    case 'p':
+      p = od_utoa(v.u, 16, 0, buf + cap);
+      *--p = 'x';
+      *--p = '0';
+      return p;
+    default:
+      p = od_utoa(v.i < 0 ? 0ULL - (unsigned long long)v.i : (unsigned long long)v.i, 10, 0,
+                  buf + cap);
+      if (v.i < 0) *--p = '-';
+      return p;
+  }
+}
+
+#ifdef __cplusplus
+static inline od_value_t od_value(bool v) { return od_make_value('i', v, 0, 0); }
+static inline od_value_t od_value(char v) { return od_make_value('i', v, 0, 0); }
+static inline od_value_t od_value(signed char v) { return od_make_value('i', v, 0, 0); }
+static inline od_value_t od_value(short v) { return od_make_value('i', v, 0, 0); }
+static inline od_value_t od_value(int v) { return od_make_value('i', v, 0, 0); }
+static inline od_value_t od_value(long v) { return od_make_value('i', v, 0, 0); }
+static inline od_value_t od_value(long long v) { return od_make_value('i', v, 0, 0); }
+static inline od_value_t od_value(unsigned char v) { return od_make_value('u', 0, v, 0); }
+static inline od_value_t od_value(unsigned short v) { return od_make_value('u', 0, v, 0); }
+static inline od_value_t od_value(unsigned int v) { return od_make_value('u', 0, v, 0); }
+static inline od_value_t od_value(unsigned long v) { return od_make_value('u', 0, v, 0); }
+static inline od_value_t od_value(unsigned long long v) { return od_make_value('u', 0, v, 0); }
+static inline od_value_t od_value(float v) { return od_make_value('f', 0, 0, v); }
+static inline od_value_t od_value(double v) { return od_make_value('f', 0, 0, v); }
+static inline od_value_t od_value(long double v) { return od_make_value('f', 0, 0, (double)v); }
+static inline od_value_t od_value(const volatile void *v) {
+  return od_make_value('p', 0, (unsigned long long)(uintptr_t)v, 0);
+}
+static inline od_value_t od_value(decltype(nullptr)) { return od_make_value('p', 0, 0, 0); }
+#define OD_VALUE(v) od_value(v)
+#define OD_LET(var, expr) auto var = (expr)
+#else
+static inline od_value_t od_value_i(long long v) { return od_make_value('i', v, 0, 0); }
+static inline od_value_t od_value_u(unsigned long long v) { return od_make_value('u', 0, v, 0); }
+static inline od_value_t od_value_f(double v) { return od_make_value('f', 0, 0, v); }
+static inline od_value_t od_value_p(const volatile void *v) {
+  return od_make_value('p', 0, (unsigned long long)(uintptr_t)v, 0);
+}
+#define OD_VALUE(v)                                                                       \
+  _Generic((v), float: od_value_f, double: od_value_f, long double: od_value_f,           \
+           unsigned char: od_value_u, unsigned short: od_value_u, unsigned int: od_value_u, \
+           unsigned long: od_value_u, unsigned long long: od_value_u, char *: od_value_p,  \
+           const char *: od_value_p, void *: od_value_p, const void *: od_value_p,          \
+           default: od_value_i)(v)
+#define OD_LET(var, expr) __typeof__(expr) var = (expr)
+#endif
+
+static inline int od_streq(const char *a, const char *b) {
+  if (!a || !b) return a == b;
+  while (*a && *a == *b) {
+    a++;
+    b++;
+  }
+  return *a == *b;
+}
+
+static inline double od_absdiff(double a, double b) { return a > b ? a - b : b - a; }
+
+/* Prints "<prefix>A<sep>B<suffix>" with both values rendered. */
+static inline void od_print_pair(const char *fmt_ab, od_value_t a, od_value_t b) {
+  char ba[32], bb[32];
+  MicroPrintf(fmt_ab, od_value_str(a, ba, sizeof(ba)), od_value_str(b, bb, sizeof(bb)));
+}
+
+/* State shared by both generations: did the running case fail or skip? */
+static OD_UNUSED int od_case_failed;
+static OD_UNUSED int od_case_skipped;
+
+/* ------------------------------------------------------------------------ */
+/* v1: tensorflow/lite/micro/testing/micro_test.h                            */
+/* ------------------------------------------------------------------------ */
+
+static OD_UNUSED int od_v1_passed;
+static OD_UNUSED int od_v1_failed;
+static OD_UNUSED int od_v1_complete;
+
+#define TF_LITE_MICRO_TESTS_BEGIN      \
+  int main(int argc, char **argv) {    \
+    (void)argc;                        \
+    (void)argv;                        \
+    od_v1_passed = 0;                  \
+    od_v1_failed = 0;
+
+#define TF_LITE_MICRO_TESTS_END                                                \
+  MicroPrintf("%d/%d tests passed", od_v1_passed, od_v1_passed + od_v1_failed); \
+  if (od_v1_failed == 0) {                                                     \
+    MicroPrintf("~~~ALL TESTS PASSED~~~\n");                                   \
+    return 0;                                                                  \
+  }                                                                            \
+  MicroPrintf("~~~SOME TESTS FAILED~~~\n");                                    \
+  return 1;                                                                    \
+  }
+
+/* The for loop runs the body once; ASSERT's `continue` ends the case early. */
+#define TF_LITE_MICRO_TEST(name)                                               \
+  MicroPrintf("Testing " #name);                                               \
+  for (od_v1_complete = 0, od_case_failed = 0, od_case_skipped = 0;            \
+       !od_v1_complete;                                                        \
+       od_v1_complete = 1, od_v1_passed += od_case_failed ? 0 : 1,             \
+      od_v1_failed += od_case_failed ? 1 : 0)
+
+#define TF_LITE_MICRO_EXPECT(x)                                   \
+  do {                                                            \
+    if (!(x)) {                                                   \
+      MicroPrintf(#x " failed at %s:%d", __FILE__, __LINE__);     \
+      od_case_failed = 1;                                         \
+    }                                                             \
+  } while (0)
+
+#define OD_V1_CMP(x, y, op, text)                                                  \
+  do {                                                                             \
+    OD_LET(od_vx, x);                                                              \
+    OD_LET(od_vy, y);                                                              \
+    if (!(od_vx op od_vy)) {                                                       \
+      char od_ba[32], od_bb[32];                                                   \
+      MicroPrintf(#x " " text " " #y " failed at %s:%d (%s vs %s)", __FILE__,      \
+                  __LINE__, od_value_str(OD_VALUE(od_vx), od_ba, sizeof(od_ba)),   \
+                  od_value_str(OD_VALUE(od_vy), od_bb, sizeof(od_bb)));            \
+      od_case_failed = 1;                                                          \
+    }                                                                              \
+  } while (0)
+
+#define TF_LITE_MICRO_EXPECT_EQ(x, y) OD_V1_CMP(x, y, ==, "==")
+#define TF_LITE_MICRO_EXPECT_NE(x, y) OD_V1_CMP(x, y, !=, "!=")
+#define TF_LITE_MICRO_EXPECT_GT(x, y) OD_V1_CMP(x, y, >, ">")
+#define TF_LITE_MICRO_EXPECT_GE(x, y) OD_V1_CMP(x, y, >=, ">=")
+#define TF_LITE_MICRO_EXPECT_LT(x, y) OD_V1_CMP(x, y, <, "<")
+#define TF_LITE_MICRO_EXPECT_LE(x, y) OD_V1_CMP(x, y, <=, "<=")
+
+#define TF_LITE_MICRO_EXPECT_NEAR(x, y, epsilon)                                        \
+  do {                                                                                  \
+    double od_dx = (double)(x), od_dy = (double)(y);                                    \
+    double od_delta = od_absdiff(od_dx, od_dy);                                         \
+    if (!(od_delta <= (double)(epsilon))) {                                             \
+      MicroPrintf(#x " (%f) near " #y " (%f) failed at %s:%d", od_dx, od_dy, __FILE__, \
+                  __LINE__);                                                            \
+      od_case_failed = 1;                                                               \
+    }                                                                                   \
+  } while (0)
+
+#define TF_LITE_MICRO_EXPECT_TRUE(x)                                  \
+  do {                                                                \
+    if (!(x)) {                                                       \
+      MicroPrintf(#x " was not true failed at %s:%d", __FILE__, __LINE__); \
+      od_case_failed = 1;                                             \
+    }                                                                 \
+  } while (0)
+
+#define TF_LITE_MICRO_EXPECT_FALSE(x)                                  \
+  do {                                                                 \
+    if (x) {                                                           \
+      MicroPrintf(#x " was not false failed at %s:%d", __FILE__, __LINE__); \
+      od_case_failed = 1;                                              \
+    }                                                                  \
+  } while (0)
+
+#define TF_LITE_MICRO_EXPECT_STRING_EQ(string1, string2)                              \
+  do {                                                                                \
+    const char *od_s1 = (string1), *od_s2 = (string2);                                \
+    if (!od_streq(od_s1, od_s2)) {                                                    \
+      MicroPrintf("FAIL: %s did not match %s at %s:%d", od_s1, od_s2, __FILE__,       \
+                  __LINE__);                                                          \
+      od_case_failed = 1;                                                             \
+    }                                                                                 \
+  } while (0)
+
+#define TF_LITE_MICRO_FAIL(msg)                                 \
+  do {                                                          \
+    MicroPrintf("FAIL: %s at %s:%d", (msg), __FILE__, __LINE__); \
+    od_case_failed = 1;                                         \
+  } while (0)
+
+/* Not wrapped in do/while: `continue` must reach TF_LITE_MICRO_TEST's loop. */
+#define TF_LITE_MICRO_ASSERT(x)  \
+  if (!(x)) {                    \
+    TF_LITE_MICRO_EXPECT(x);     \
+    continue;                    \
+  } else                         \
+    ((void)0)
+
+/* Extension: skip the running v1 case (see docs/protocol.md). */
+#define TF_LITE_MICRO_SKIP(reason)            \
+  if (1) {                                    \
+    MicroPrintf("#ondevice skip %s", (reason)); \
+    od_case_skipped = 1;                      \
+    continue;                                 \
+  } else                                      \
+    ((void)0)
+
+/* ------------------------------------------------------------------------ */
+/* v2: TFLM's micro_test_v2.h (GoogleTest's names and output)                */
+/* ------------------------------------------------------------------------ */
+
+typedef void (*od_test_fn)(void);
+typedef struct {
+  const char *suite;
+  const char *name;
+  od_test_fn fn;
+  int failed;
+} od_test_case_t;
+
+static OD_UNUSED od_test_case_t od_tests[ONDEVICE_MAX_TESTS];
+static OD_UNUSED int od_test_count;
+static OD_UNUSED int od_test_overflow;
+
+static inline OD_UNUSED void od_register_test(const char *suite, const char *name,
+                                              od_test_fn fn) {
+  if (od_test_count >= ONDEVICE_MAX_TESTS) {
+    od_test_overflow++;
+    return;
+  }
+  od_tests[od_test_count].suite = suite;
+  od_tests[od_test_count].name = name;
+  od_tests[od_test_count].fn = fn;
+  od_tests[od_test_count].failed = 0;
+  od_test_count++;
+}
+
+static inline OD_UNUSED int od_run_all_tests(void) {
+  int i, failed = 0, passed = 0;
+  MicroPrintf("[==========] Running %d tests.", od_test_count);
+  for (i = 0; i < od_test_count; i++) {
+    od_test_case_t *t = &od_tests[i];
+    MicroPrintf("[ RUN      ] %s.%s", t->suite, t->name);
+    od_case_failed = 0;
+    od_case_skipped = 0;
+    t->fn();
+    if (od_case_failed) {
+      t->failed = 1;
+      failed++;
+      MicroPrintf("[  FAILED  ] %s.%s", t->suite, t->name);
+    } else if (od_case_skipped) {
+      passed++;
+      MicroPrintf("[  SKIPPED ] %s.%s", t->suite, t->name);
+    } else {
+      passed++;
+      MicroPrintf("[       OK ] %s.%s", t->suite, t->name);
+    }
+  }
+  if (od_test_overflow) {
+    MicroPrintf("FAIL: %d tests not registered: raise ONDEVICE_MAX_TESTS (%d)", od_test_overflow,
+                ONDEVICE_MAX_TESTS);
+    failed += od_test_overflow;
+  }
+  MicroPrintf("[==========] %d tests ran.", od_test_count);
+  MicroPrintf("[  PASSED  ] %d tests.", passed);
+  if (failed == 0) {
+    MicroPrintf("~~~ALL TESTS PASSED~~~\n");
+    return 0;
+  }
+  MicroPrintf("[  FAILED  ] %d tests, listed below:", failed);
+  for (i = 0; i < od_test_count; i++) {
+    if (od_tests[i].failed) MicroPrintf("[  FAILED  ] %s.%s", od_tests[i].suite, od_tests[i].name);
+  }
+  return 1;
+}
+
+#define RUN_ALL_TESTS() od_run_all_tests()
+#define TF_LITE_MICRO_TESTS_MAIN       \
+  int main(int argc, char **argv) {    \
+    (void)argc;                        \
+    (void)argv;                        \
+    return RUN_ALL_TESTS();            \
+  }
+
+#define OD_REGISTER(suite, name, fn)                                          \
+  __attribute__((constructor)) static void od_register_##suite##_##name(void) { \
+    od_register_test(#suite, #name, fn);                                      \
+  }
+
+#define TEST(suite, name)                       \
+  static void od_test_##suite##_##name(void);   \
+  OD_REGISTER(suite, name, od_test_##suite##_##name) \
+  static void od_test_##suite##_##name(void)
+
+#ifdef __cplusplus
+namespace testing {
+class Test {
+ public:
+  virtual void SetUp() {}
+  virtual void TearDown() {}
+
+ protected:
+  Test() {}
+  ~Test() {}
+};
+}  // namespace testing
+
+#define TEST_F(fixture, name)                                  \
+  class fixture##_##name##_Test : public fixture {             \
+   public:                                                     \
+    void TestBody();                                           \
+    static void Run() {                                        \
+      fixture##_##name##_Test t;                               \
+      t.SetUp();                                               \
+      if (!od_case_failed && !od_case_skipped) t.TestBody();   \
+      t.TearDown();                                            \
+    }                                                          \
+  };                                                           \
+  OD_REGISTER(fixture, name, fixture##_##name##_Test::Run)     \
+  void fixture##_##name##_Test::TestBody()
+#endif
+
+/* One failure block: "FILE:LINE: Failure", then Expression/Evaluated lines. */
+static inline OD_UNUSED void od_v2_failure(const char *file, int line, const char *expr) {
+  MicroPrintf("%s:%d: Failure", file, line);
+  MicroPrintf("  Expression:  %s", expr);
+  od_case_failed = 1;
+}
+
+#define OD_V2_BOOL(x, want, on_fail)                                          \
+  do {                                                                        \
+    if (!(x) != !(want)) {                                                    \
+      od_v2_failure(__FILE__, __LINE__, #x);                                  \
+      MicroPrintf("  Evaluated:   %s", (want) ? "false" : "true");            \
+      on_fail;                                                                \
+    }                                                                         \
+  } while (0)
+
+#define OD_V2_CMP(x, y, op, on_fail)                                                  \
+  do {                                                                                \
+    OD_LET(od_vx, x);                                                                 \
+    OD_LET(od_vy, y);                                                                 \
+    if (!(od_vx op od_vy)) {                                                          \
+      od_v2_failure(__FILE__, __LINE__, #x " " #op " " #y);                           \
+      od_print_pair("  Evaluated:   %s " #op " %s", OD_VALUE(od_vx), OD_VALUE(od_vy)); \
+      on_fail;                                                                        \
+    }                                                                                 \
+  } while (0)
+
+#define OD_V2_NEAR(x, y, eps, on_fail)                                                   \
+  do {                                                                                   \
+    double od_dx = (double)(x), od_dy = (double)(y), od_de = (double)(eps);              \
+    if (!(od_absdiff(od_dx, od_dy) <= od_de)) {                                          \
+      od_v2_failure(__FILE__, __LINE__, "|" #x " - " #y "| <= " #eps);                   \
+      MicroPrintf("  Evaluated:   |%f - %f| <= %f", od_dx, od_dy, od_de);                \
+      on_fail;                                                                           \
+    }                                                                                    \
+  } while (0)
+
+#define OD_V2_STREQ(x, y, want, optext, on_fail)                             \
+  do {                                                                       \
+    const char *od_s1 = (x), *od_s2 = (y);                                   \
+    if (od_streq(od_s1, od_s2) != (want)) {                                  \
+      od_v2_failure(__FILE__, __LINE__, #x " " optext " " #y);               \
+      MicroPrintf("  Evaluated:   \"%s\" vs \"%s\"", od_s1, od_s2);          \
+      on_fail;                                                               \
+    }                                                                        \
+  } while (0)
+
+#define OD_CONTINUE ((void)0)
+#define OD_RETURN return
+
+#define EXPECT_TRUE(x) OD_V2_BOOL(x, 1, OD_CONTINUE)
+#define EXPECT_FALSE(x) OD_V2_BOOL(x, 0, OD_CONTINUE)
+#define EXPECT_EQ(x, y) OD_V2_CMP(x, y, ==, OD_CONTINUE)
+#define EXPECT_NE(x, y) OD_V2_CMP(x, y, !=, OD_CONTINUE)
+#define EXPECT_GT(x, y) OD_V2_CMP(x, y, >, OD_CONTINUE)
+#define EXPECT_GE(x, y) OD_V2_CMP(x, y, >=, OD_CONTINUE)
+#define EXPECT_LT(x, y) OD_V2_CMP(x, y, <, OD_CONTINUE)
+#define EXPECT_LE(x, y) OD_V2_CMP(x, y, <=, OD_CONTINUE)
+#define EXPECT_NEAR(x, y, eps) OD_V2_NEAR(x, y, eps, OD_CONTINUE)
+#define EXPECT_FLOAT_EQ(x, y) OD_V2_NEAR(x, y, 1e-6 * (od_absdiff((double)(x), 0) + 1), OD_CONTINUE)
+#define EXPECT_STREQ(x, y) OD_V2_STREQ(x, y, 1, "==", OD_CONTINUE)
+#define EXPECT_STRNE(x, y) OD_V2_STREQ(x, y, 0, "!=", OD_CONTINUE)
+
+#define ASSERT_TRUE(x) OD_V2_BOOL(x, 1, OD_RETURN)
+#define ASSERT_FALSE(x) OD_V2_BOOL(x, 0, OD_RETURN)
+#define ASSERT_EQ(x, y) OD_V2_CMP(x, y, ==, OD_RETURN)
+#define ASSERT_NE(x, y) OD_V2_CMP(x, y, !=, OD_RETURN)
+#define ASSERT_GT(x, y) OD_V2_CMP(x, y, >, OD_RETURN)
+#define ASSERT_GE(x, y) OD_V2_CMP(x, y, >=, OD_RETURN)
+#define ASSERT_LT(x, y) OD_V2_CMP(x, y, <, OD_RETURN)
+#define ASSERT_LE(x, y) OD_V2_CMP(x, y, <=, OD_RETURN)
+#define ASSERT_NEAR(x, y, eps) OD_V2_NEAR(x, y, eps, OD_RETURN)
+#define ASSERT_STREQ(x, y) OD_V2_STREQ(x, y, 1, "==", OD_RETURN)
+
+#define ADD_FAILURE()                                   \
+  do {                                                  \
+    MicroPrintf("%s:%d: Failure", __FILE__, __LINE__);  \
+    od_case_failed = 1;                                 \
+  } while (0)
+#define FAIL()                                          \
+  do {                                                  \
+    ADD_FAILURE();                                      \
+    return;                                             \
+  } while (0)
+
+/* Skips the running v2 case; prints the reason as an extension line. */
+#define ONDEVICE_SKIP(reason)                        \
+  do {                                               \
+    MicroPrintf("#ondevice skip %s", (reason));      \
+    od_case_skipped = 1;                             \
+    return;                                          \
+  } while (0)
+#define GTEST_SKIP() ONDEVICE_SKIP("")
+
+#endif /* PYTEST_ONDEVICE_MICRO_TEST_H_ */

@@ -1,0 +1,130 @@
+"""pytest nodes: a C/C++ test source is a File, each test case an Item per board."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from _pytest._code.code import TerminalRepr
+from _pytest.reports import TestReport
+
+from .discover import find_cases
+from .protocol import Outcome, Verdict
+from .runner import BinaryResult, BinarySpec, OnDeviceSession
+
+
+class CaseFailed(Exception):
+    """A case failed on the device (or could not be built): shown without a traceback."""
+
+
+class DeviceInfrastructureError(Exception):
+    """The device could not be used: reported as an error, not a test failure."""
+
+
+def _session(node: pytest.Node) -> OnDeviceSession:
+    from .plugin import SESSION_KEY
+
+    return node.config.stash[SESSION_KEY]
+
+
+class OnDeviceFile(pytest.File):
+    def collect(self):
+        session = _session(self)
+        from .plugin import selected_boards
+
+        text = self.path.read_text(encoding="utf-8", errors="replace")
+        cases = find_cases(text)
+        rel = _rel(self.path, self.config.rootpath)
+        for board_name in selected_boards(self.config):
+            board = session.registry.get(board_name)
+            spec = BinarySpec(board, self.path.resolve(), rel, tuple(c.name for c in cases))
+            for case in cases:
+                yield OnDeviceItem.from_parent(
+                    self, name=f"{case.name}[{board.name}]", spec=spec, case=case.name,
+                    line=case.line,
+                )
+
+
+def _rel(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return path.name
+
+
+class OnDeviceItem(pytest.Item):
+    def __init__(self, *, spec: BinarySpec, case: str, line: int, **kw) -> None:
+        super().__init__(**kw)
+        self.spec = spec
+        self.case = case
+        self.line = line
+        self.add_marker("ondevice")
+        self.user_properties.append(("board", spec.board.name))
+        self._result: BinaryResult | None = None
+
+    def setup(self) -> None:
+        session = _session(self)
+        self._result, fresh = session.result(self.spec)
+        if fresh:
+            _report_unlisted_cases(self, self._result)
+        if self._result.infra_error:
+            raise DeviceInfrastructureError(
+                f"{self.spec.board.name}: {self._result.infra_error}"
+            )
+
+    def runtest(self) -> None:
+        result = self._result
+        assert result is not None
+        if result.build_error:
+            raise CaseFailed(f"build failed for board {self.spec.board.name}:\n{result.build_error}")
+        assert result.verdicts is not None
+        verdict = result.verdicts.cases[self.case]
+        if verdict.outcome is Outcome.PASSED:
+            return
+        if verdict.log:
+            self.add_report_section("call", "device log", verdict.log)
+        if verdict.outcome is Outcome.SKIPPED:
+            pytest.skip(verdict.message or "skipped on device")
+        raise CaseFailed(_failure_text(self.spec, verdict, result))
+
+    def repr_failure(self, excinfo, style=None) -> str | TerminalRepr:
+        if isinstance(excinfo.value, CaseFailed | DeviceInfrastructureError):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        # Not the node name itself: pytest would show "Suite.Name" as "Suite::Name",
+        # a node id that cannot be pasted back onto the command line.
+        return self.path, self.line - 1, f"{self.case} on {self.spec.board.name}"
+
+
+def _failure_text(spec: BinarySpec, verdict: Verdict, result: BinaryResult) -> str:
+    lines = [verdict.message or "failed on device"]
+    if verdict.location:
+        lines.append(f"at {verdict.location[0]}:{verdict.location[1]}")
+    if result.log_path:
+        lines.append(f"device log: {result.log_path}")
+    return "\n".join(lines)
+
+
+def _report_unlisted_cases(item: OnDeviceItem, result: BinaryResult) -> None:
+    """Cases the device ran that the source scan did not find are reported, never dropped."""
+    if result.verdicts is None:
+        return
+    parent_id = item.nodeid.rsplit("::", 1)[0]
+    rel = item.location[0]
+    for name, verdict in result.verdicts.unknown.items():
+        nodeid = f"{parent_id}::{name}[{item.spec.board.name}]"
+        note = f"case {name!r} ran on the device but was not found in the source"
+        if verdict.outcome is Outcome.SKIPPED:
+            longrepr = (rel, 0, f"Skipped: {verdict.message}")
+        elif verdict.outcome is Outcome.FAILED:
+            longrepr = f"{verdict.message}\n({note})"
+        else:
+            longrepr = None
+        report = TestReport(
+            nodeid=nodeid, location=(rel, 0, name), keywords={}, outcome=verdict.outcome.value,
+            longrepr=longrepr, when="call", sections=[], duration=0.0,
+            user_properties=[("board", item.spec.board.name), ("unlisted", note)],
+        )
+        item.ihook.pytest_runtest_logreport(report=report)

@@ -1,0 +1,161 @@
+"""pytest hooks: options, collection of C/C++ test sources, reports.
+
+Without a board selected the plugin collects nothing and does nothing else, so
+a repository's Python tests run exactly as before.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from pathlib import Path
+
+import pytest
+
+from .board import BoardRegistry
+from .items import OnDeviceFile
+from .runner import OnDeviceSession, Settings
+from .schema import ConfigError
+
+SESSION_KEY = pytest.StashKey[OnDeviceSession]()
+DEFAULT_FILES = "*_test.c *_test.cc *_test.cpp"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("ondevice", "pytest-ondevice: C/C++ tests on devices")
+    group.addoption(
+        "--board", action="append", default=[], metavar="NAME[,NAME]",
+        help="build and run C/C++ tests for these boards (repeat or comma-separate)",
+    )
+    group.addoption(
+        "--device", default=None, metavar="WHERE",
+        help="where the board lives, overriding its board file (host alias, serial, ...)",
+    )
+    group.addoption(
+        "--device-timeout", type=float, default=None, metavar="SECONDS",
+        help="kill a test binary that runs longer than this (default: per board)",
+    )
+    group.addoption(
+        "--device-log", choices=("off", "live"), default=None,
+        help="'live' streams device output to the terminal, prefixed by board (as with -s)",
+    )
+    group.addoption(
+        "--build-jobs", type=int, default=None, metavar="N",
+        help="compiler processes to run at once (default: number of cores)",
+    )
+    group.addoption(
+        "--list-boards", action="store_true", help="list known boards and their status, then exit"
+    )
+    parser.addini("ondevice_board", "default board(s) when --board is not given", default="")
+    parser.addini("ondevice_files", "glob patterns of C/C++ test sources", default=DEFAULT_FILES)
+    parser.addini("ondevice_timeout", "default device timeout in seconds", default="")
+    parser.addini("ondevice_build_dir", "where builds and device logs go", default="")
+    parser.addini(
+        "ondevice_boards", "directories with the project's own board files", type="paths",
+        default=[],
+    )
+
+
+def selected_boards(config: pytest.Config) -> list[str]:
+    raw = config.getoption("board") or [config.getini("ondevice_board")]
+    names: list[str] = []
+    for entry in raw:
+        for name in entry.replace(",", " ").split():
+            if name not in names:
+                names.append(name)
+    return names
+
+
+def registry(config: pytest.Config) -> BoardRegistry:
+    return BoardRegistry([Path(p) for p in config.getini("ondevice_boards")])
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> int | None:
+    if config.getoption("list_boards"):
+        from .cli import print_boards
+
+        return print_boards(registry(config))
+    return None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    boards = selected_boards(config)
+    if not boards:
+        return
+    reg = registry(config)
+    try:
+        for name in boards:
+            reg.get(name)
+    except ConfigError as e:
+        raise pytest.UsageError(str(e)) from None
+    ini_timeout = config.getini("ondevice_timeout")
+    build_dir = config.getini("ondevice_build_dir")
+    settings = Settings(
+        rootdir=config.rootpath,
+        build_root=Path(build_dir) if build_dir else config.rootpath / ".ondevice" / "build",
+        jobs=config.getoption("build_jobs") or os.cpu_count() or 2,
+        device=config.getoption("device"),
+        cli_timeout=config.getoption("device_timeout"),
+        ini_timeout=float(ini_timeout) if ini_timeout else None,
+    )
+    live = None
+    if config.getoption("device_log") == "live" or config.getoption("capture") == "no":
+        live = _live_writer(config)
+    config.stash[SESSION_KEY] = OnDeviceSession(settings, reg, live)
+    config.addinivalue_line("markers", "ondevice: a C/C++ test case run on a device")
+
+
+def _live_writer(config: pytest.Config):
+    def write(line: str) -> None:
+        tr = config.pluginmanager.get_plugin("terminalreporter")
+        capman = config.pluginmanager.get_plugin("capturemanager")
+        if tr is None:
+            return
+        if capman is not None:
+            with capman.global_and_fixture_disabled():
+                tr.write_line(line)
+        else:
+            tr.write_line(line)
+
+    return write
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    session = parent.config.stash.get(SESSION_KEY, None)
+    if session is None:
+        return None
+    patterns = parent.config.getini("ondevice_files").split()
+    if not any(fnmatch.fnmatch(file_path.name, p) for p in patterns):
+        return None
+    return OnDeviceFile.from_parent(parent, path=file_path)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    ondevice = session.config.stash.get(SESSION_KEY, None)
+    if ondevice is None or hasattr(session.config, "workerinput"):
+        return  # xdist workers build on demand: they do not know their share yet
+    specs = {}
+    for item in session.items:
+        spec = getattr(item, "spec", None)
+        if spec is not None:
+            specs[spec.key] = spec
+    ondevice.prebuild(list(specs.values()))
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    ondevice = config.stash.get(SESSION_KEY, None)
+    if ondevice is None or not ondevice.builder.stats.summary:
+        return
+    stats = ondevice.builder.stats
+    if stats.compiled or stats.reused or stats.linked or stats.link_reused:
+        terminalreporter.write_line(
+            f"ondevice build: {stats.summary()}; {ondevice.runs} binaries run; "
+            f"logs in {ondevice.settings.build_root}"
+        )
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    ondevice = config.stash.get(SESSION_KEY, None)
+    if ondevice is not None:
+        ondevice.close()

@@ -1,0 +1,157 @@
+"""One build and one run per (board, binary), shared by all of its cases.
+
+This is where the stages meet: board file -> build -> transport -> parser.
+Builds start in the background as soon as collection ends; each binary runs
+once, the first time one of its items needs a verdict, and the parsed result
+is handed to every item of that binary.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import dirconfig, toolchain
+from .board import Board, BoardRegistry
+from .build import Artifact, BuildError, Builder
+from .devlog import DeviceLog
+from .protocol import BinaryVerdicts, RunEnd, TestOutputParser
+from .schema import ConfigError
+from .transports import InfrastructureError, Transport
+from .transports import load as load_transport
+
+DEFAULT_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True)
+class BinarySpec:
+    board: Board
+    source: Path
+    rel: str  # source path relative to the project root, for output names
+    cases: tuple[str, ...]
+
+    @property
+    def key(self) -> tuple[str, Path]:
+        return (self.board.name, self.source)
+
+
+@dataclass
+class BinaryResult:
+    verdicts: BinaryVerdicts | None = None
+    build_error: str | None = None  # the binary's items fail with this
+    infra_error: str | None = None  # the binary's items error with this
+    log_path: Path | None = None
+    end: RunEnd | None = None
+    artifact: Artifact | None = None
+    timeout: float | None = None
+
+
+@dataclass
+class Settings:
+    rootdir: Path
+    build_root: Path
+    jobs: int
+    device: str | None = None
+    cli_timeout: float | None = None
+    ini_timeout: float | None = None
+
+
+class OnDeviceSession:
+    def __init__(
+        self,
+        settings: Settings,
+        registry: BoardRegistry,
+        live: Callable[[str], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.registry = registry
+        self.live = live
+        self.builder = Builder(settings.build_root, settings.jobs)
+        self._build_pool = ThreadPoolExecutor(max_workers=max(2, settings.jobs * 2))
+        self._builds: dict[tuple[str, Path], Future] = {}
+        self._results: dict[tuple[str, Path], BinaryResult] = {}
+        self._transports: dict[str, Transport] = {}
+        self._lock = threading.Lock()
+        self.runs = 0
+
+    # -- building ------------------------------------------------------------
+    def prebuild(self, specs: list[BinarySpec]) -> None:
+        """Start every build now, in parallel, so runs rarely wait for the compiler."""
+        for spec in specs:
+            self._build_future(spec)
+
+    def _build_future(self, spec: BinarySpec) -> Future:
+        with self._lock:
+            fut = self._builds.get(spec.key)
+            if fut is None:
+                fut = self._builds[spec.key] = self._build_pool.submit(self._build, spec)
+            return fut
+
+    def _build(self, spec: BinarySpec) -> Artifact:
+        cfg = self.dir_config(spec.source)
+        tc = toolchain.resolve(spec.board)
+        return self.builder.binary(spec.board, tc, cfg, spec.source, spec.rel)
+
+    def dir_config(self, source: Path) -> dirconfig.DirConfig:
+        path = dirconfig.find(source, self.settings.rootdir)
+        return dirconfig.load(path, source.parent.resolve())
+
+    def timeout_for(self, spec: BinarySpec) -> float:
+        """Per-file override, then --device-timeout, then ini, then the board's default."""
+        _, _, file_timeout = self.dir_config(spec.source).for_file(spec.source)
+        for value in (file_timeout, self.settings.cli_timeout, self.settings.ini_timeout):
+            if value is not None:
+                return float(value)
+        return spec.board.timeout or DEFAULT_TIMEOUT
+
+    # -- running -------------------------------------------------------------
+    def result(self, spec: BinarySpec) -> tuple[BinaryResult, bool]:
+        """The binary's result, and whether this call produced it (ran the binary)."""
+        with self._lock:
+            cached = self._results.get(spec.key)
+        if cached is not None:
+            return cached, False
+        result = self._build_and_run(spec)
+        with self._lock:
+            self._results[spec.key] = result
+        return result, True
+
+    def _build_and_run(self, spec: BinarySpec) -> BinaryResult:
+        try:
+            artifact = self._build_future(spec).result()
+            timeout = self.timeout_for(spec)
+        except (BuildError, toolchain.ToolchainError, ConfigError) as e:
+            return BinaryResult(build_error=str(e))
+        log_path = self.settings.build_root / spec.board.name / "logs" / f"{spec.rel}.log"
+        parser = TestOutputParser()
+        log = DeviceLog(log_path, spec.board.name, parser.feed_line, self.live)
+        try:
+            transport = self._transport(spec.board)
+            deployed = transport.deploy(artifact.path, artifact.sha256)
+            self.runs += 1
+            end = transport.run(deployed, [], timeout, log.feed)
+        except InfrastructureError as e:
+            log.close()
+            return BinaryResult(infra_error=str(e), log_path=log_path, artifact=artifact)
+        log.close(end)
+        verdicts = parser.verdicts(list(spec.cases), end)
+        return BinaryResult(verdicts, None, None, log_path, end, artifact, timeout)
+
+    def _transport(self, board: Board) -> Transport:
+        transport = self._transports.get(board.name)
+        if transport is None:
+            cls = load_transport(board.transport_name)
+            options = {k: v for k, v in board.transport.items() if k != "name"}
+            transport = cls(board, self.settings.device, options)
+            transport.open()
+            self._transports[board.name] = transport
+        return transport
+
+    def close(self) -> None:
+        self._build_pool.shutdown(wait=True, cancel_futures=True)
+        for transport in self._transports.values():
+            transport.close()
+        self._transports.clear()

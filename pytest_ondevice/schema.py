@@ -1,0 +1,78 @@
+"""Validation of our TOML files, with errors that name the file and the key.
+
+Board files and directory configs are written by hand; a typo must say where it
+is and what was probably meant, not surface later as a KeyError.
+"""
+
+from __future__ import annotations
+
+import difflib
+import tomllib
+from pathlib import Path
+from typing import Any
+
+
+class ConfigError(Exception):
+    """A user's file is wrong; the message names the file and the key."""
+
+
+# A spec maps key -> type, tuple of allowed strings, or a nested spec dict.
+# Types: str, int, float (int accepted), bool, list (of str), "table" (free-form dict).
+Spec = dict[str, Any]
+
+
+def load_toml(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
+
+
+def check(data: dict[str, Any], spec: Spec, path: Path, prefix: str = "") -> None:
+    """Raise ConfigError for unknown keys and wrong types (missing keys are the caller's)."""
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        if key not in spec:
+            hint = difflib.get_close_matches(key, list(spec), n=1)
+            also = f" (did you mean '{prefix}{hint[0]}'?)" if hint else ""
+            known = ", ".join(sorted(spec))
+            raise ConfigError(f"{path}: unknown key '{dotted}'{also}; known keys: {known}")
+        _check_value(value, spec[key], path, dotted)
+
+
+def _check_value(value: Any, kind: Any, path: Path, dotted: str) -> None:
+    if isinstance(kind, dict):
+        if not isinstance(value, dict):
+            raise ConfigError(f"{path}: '{dotted}' must be a table, not {_tname(value)}")
+        if "*" in kind:  # a table of named sub-tables, e.g. [files."x_test.c"]
+            for name, sub in value.items():
+                _check_value(sub, kind["*"], path, f"{dotted}.{name}")
+        else:
+            check(value, kind, path, prefix=f"{dotted}.")
+    elif isinstance(kind, tuple):
+        if value not in kind:
+            raise ConfigError(
+                f"{path}: '{dotted}' must be one of {', '.join(kind)}, not {value!r}"
+            )
+    elif kind == "table":
+        if not isinstance(value, dict):
+            raise ConfigError(f"{path}: '{dotted}' must be a table, not {_tname(value)}")
+    elif kind is list:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{path}: '{dotted}' must be a list of strings")
+    elif kind is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{path}: '{dotted}' must be a number, not {_tname(value)}")
+    elif kind is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{path}: '{dotted}' must be an integer, not {_tname(value)}")
+    elif not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+        raise ConfigError(f"{path}: '{dotted}' must be {kind.__name__}, not {_tname(value)}")
+
+
+def _tname(value: Any) -> str:
+    return {str: "a string", int: "an integer", float: "a number", bool: "a boolean",
+            list: "a list", dict: "a table"}.get(type(value), type(value).__name__)

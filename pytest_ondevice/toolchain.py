@@ -1,0 +1,96 @@
+"""Find the compilers for a board: GNU triple, then clang, then zig.
+
+A missing toolchain is the most common first-run failure, so its error names
+what was tried, the Debian package and the pip alternative.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+
+from .board import Board
+
+
+class ToolchainError(Exception):
+    """No usable compiler for a board; the message says how to install one."""
+
+
+@dataclass(frozen=True)
+class ResolvedToolchain:
+    kind: str  # "native", "gnu", "clang" or "zig"
+    cc: tuple[str, ...]
+    cxx: tuple[str, ...]
+    ar: tuple[str, ...]
+    identity: str  # changes when the compiler does: part of every cache key
+
+    @property
+    def description(self) -> str:
+        return shlex.join(self.cc)
+
+
+def resolve(board: Board) -> ResolvedToolchain:
+    return _resolve(board.name, board.toolchain)
+
+
+@functools.lru_cache(maxsize=None)
+def _resolve(board_name: str, tc) -> ResolvedToolchain:
+    tried: list[str] = []
+    for candidate in _candidates(tc):
+        tried.append(shlex.join(candidate[1]))
+        if _available(candidate[1]):
+            kind, cc, cxx, ar = candidate
+            return ResolvedToolchain(kind, cc, cxx, ar, _identity(cc))
+    install = []
+    if tc.debian_package:
+        install.append(f"apt-get install {tc.debian_package}")
+    if tc.zig_target:
+        install.append("pip install ziglang")
+    how = " or ".join(install) or "install a compiler for this board"
+    raise ToolchainError(
+        f"no toolchain for board '{board_name}': tried {', '.join(tried)}; "
+        f"install one: {how} (or run scripts/setup.sh)"
+    )
+
+
+def _candidates(tc):
+    if tc.gnu == "":
+        cc = tuple(shlex.split(os.environ.get("CC", "cc")))
+        cxx = tuple(shlex.split(os.environ.get("CXX", "c++")))
+        ar = tuple(shlex.split(os.environ.get("AR", "ar")))
+        yield "native", cc, cxx, ar
+        return
+    if tc.gnu:
+        yield "gnu", (f"{tc.gnu}-gcc",), (f"{tc.gnu}-g++",), (f"{tc.gnu}-ar",)
+    if tc.clang_target:
+        target = f"--target={tc.clang_target}"
+        ar = ("llvm-ar",) if shutil.which("llvm-ar") else ("ar",)
+        yield "clang", ("clang", target), ("clang++", target), ar
+    if tc.zig_target:
+        zig = (sys.executable, "-m", "ziglang")
+        yield "zig", (*zig, "cc", "-target", tc.zig_target), (
+            *zig, "c++", "-target", tc.zig_target), (*zig, "ar")
+
+
+def _available(argv: tuple[str, ...]) -> bool:
+    if argv[0] == sys.executable and argv[1:3] == ("-m", "ziglang"):
+        return importlib.util.find_spec("ziglang") is not None
+    return shutil.which(argv[0]) is not None
+
+
+@functools.lru_cache(maxsize=None)
+def _identity(cc: tuple[str, ...]) -> str:
+    """Path and version banner of the compiler: a new compiler invalidates the cache."""
+    try:
+        out = subprocess.run([*cc, "--version"], capture_output=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        out = b""
+    where = shutil.which(cc[0]) or cc[0]
+    return hashlib.sha256(os.path.realpath(where).encode() + b"\0" + out).hexdigest()[:16]

@@ -1,0 +1,73 @@
+"""Transports: how a built binary reaches a device and runs there.
+
+Each transport is a small class behind one interface (`Transport`); the plugin
+picks one by the board's `transport.name`. Third-party transports register
+through the `pytest_ondevice.transports` entry-point group.
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+from pytest_ondevice.protocol import RunEnd
+
+OnBytes = Callable[[bytes], None]
+
+BUILTIN = {
+    "local": "pytest_ondevice.transports.local:LocalTransport",
+}
+
+
+class InfrastructureError(Exception):
+    """The device or the way to it failed (down, refused, dropped): not the test's fault."""
+
+
+@dataclass(frozen=True)
+class Deployed:
+    """A binary as the device holds it."""
+
+    path: str
+    sha256: str
+    pushed: bool  # False when the device already held this content
+
+
+class Transport(ABC):
+    """Open once per session, deploy and run many binaries, close at the end."""
+
+    name: str = ""
+
+    def __init__(self, board: Any, device: str | None, options: dict[str, Any]) -> None:
+        self.board = board
+        self.device = device
+        self.options = options
+
+    def open(self) -> None:  # noqa: B027 - optional hook
+        """Connect; raise InfrastructureError when the device cannot be reached."""
+
+    @abstractmethod
+    def deploy(self, artifact: Path, sha256: str) -> Deployed: ...
+
+    @abstractmethod
+    def run(self, deployed: Deployed, args: list[str], timeout: float, on_bytes: OnBytes) -> RunEnd:
+        """Run to completion or timeout, streaming output to on_bytes as it arrives."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release the device; remove scratch files; never raise."""
+
+
+def load(name: str) -> type[Transport]:
+    target = BUILTIN.get(name)
+    if target is None:
+        for ep in entry_points(group="pytest_ondevice.transports"):
+            if ep.name == name:
+                return ep.load()
+        known = sorted({*BUILTIN, *(ep.name for ep in entry_points(group="pytest_ondevice.transports"))})
+        raise InfrastructureError(f"unknown transport '{name}'; known transports: {', '.join(known)}")
+    module, _, cls = target.partition(":")
+    return getattr(importlib.import_module(module), cls)

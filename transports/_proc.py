@@ -1,0 +1,93 @@
+"""Run a local process with streamed output, a hard timeout and no orphans.
+
+Used by every transport whose device is a local process (the host itself,
+QEMU). The child gets its own session, so a timeout or a stray grandchild is
+ended by killing the whole process group.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from pytest_ondevice.protocol import RunEnd
+
+# After the main process exits, children that kept the pipe open get this long.
+LINGER_SECONDS = 1.0
+READ_SIZE = 65536
+
+
+def run_streaming(
+    argv: list[str],
+    timeout: float,
+    on_bytes: Callable[[bytes], None],
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> RunEnd:
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        cwd=cwd,
+        env=env,
+        start_new_session=True,
+    )
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    deadline = start + timeout
+    timed_out = False
+    exited_at: float | None = None
+    try:
+        while True:
+            now = time.monotonic()
+            if exited_at is None and proc.poll() is not None:
+                exited_at = now
+            if exited_at is not None and now - exited_at > LINGER_SECONDS:
+                break  # a grandchild holds the pipe open; the group is killed below
+            if exited_at is None and now >= deadline:
+                timed_out = True
+                _kill_group(proc)
+                break
+            wait = min(0.1, max(0.0, deadline - now))
+            ready, _, _ = select.select([fd], [], [], wait)
+            if ready:
+                data = os.read(fd, READ_SIZE)
+                if not data:
+                    break
+                on_bytes(data)
+    finally:
+        _kill_group(proc, quiet=True)
+        proc.stdout.close()
+    returncode = proc.wait()
+    end = RunEnd(duration=time.monotonic() - start)
+    if timed_out:
+        end.timed_out = timeout
+    elif returncode < 0:
+        end.signal = _signal_name(-returncode)
+    else:
+        end.exit_code = returncode
+    return end
+
+
+def _kill_group(proc: subprocess.Popen, quiet: bool = False) -> None:
+    """SIGKILL the whole group: the binary and anything it started."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # start_new_session: pgid == pid
+    except (ProcessLookupError, PermissionError):
+        pass
+    if not quiet:
+        proc.wait()
+
+
+def _signal_name(num: int) -> str:
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"
