@@ -17,7 +17,6 @@ from typing import Any
 from .schema import ConfigError, check, load_toml
 
 
-
 def _builtin_dir() -> Path:
     """Our board files: the package pytest_ondevice.boards (the repo's boards/)."""
     spec = importlib.util.find_spec("pytest_ondevice.boards")
@@ -116,9 +115,7 @@ class BoardRegistry:
         if name not in files:
             hint = difflib.get_close_matches(name, list(files), n=1)
             also = f" (did you mean '{hint[0]}'?)" if hint else ""
-            raise ConfigError(
-                f"unknown board '{name}'{also}; known boards: {', '.join(self.names())}"
-            )
+            raise ConfigError(f"unknown board '{name}'{also}; known boards: {', '.join(self.names())}")
         path = files[name]
         data = load_toml(path)
         check(data, SPEC, path)

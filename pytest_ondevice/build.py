@@ -53,15 +53,14 @@ class BuildStats:
             setattr(self, name, getattr(self, name) + 1)
 
     def summary(self) -> str:
-        return (
-            f"{self.compiled} compiled, {self.reused} reused; "
-            f"{self.linked} linked, {self.link_reused} reused"
-        )
+        return f"{self.compiled} compiled, {self.reused} reused; {self.linked} linked, {self.link_reused} reused"
 
 
 class Builder:
-    def __init__(self, root: Path, jobs: int) -> None:
+    def __init__(self, root: Path, jobs: int, source_root: Path | None = None) -> None:
         self.root = root
+        # __FILE__ relative to the project, as failure messages should show it
+        self._prefix_map = [f"-fmacro-prefix-map={source_root}/="] if source_root else []
         self.jobs = max(1, jobs)
         self.stats = BuildStats()
         self._slots = threading.Semaphore(self.jobs)
@@ -74,9 +73,7 @@ class Builder:
             ignore.write_text("# created by pytest-ondevice\n*\n")
 
     # -- public --------------------------------------------------------------
-    def binary(
-        self, board: Board, tc: ResolvedToolchain, cfg: DirConfig, source: Path, rel: str
-    ) -> Artifact:
+    def binary(self, board: Board, tc: ResolvedToolchain, cfg: DirConfig, source: Path, rel: str) -> Artifact:
         """Build one test binary; `rel` is the source's path relative to the project."""
         flags, extra, _ = cfg.for_file(source)
         out_dir = self.root / board.name
@@ -115,8 +112,7 @@ class Builder:
     def _library(self, board: Board, tc: ResolvedToolchain, cfg: DirConfig) -> Path | None:
         if not cfg.sources:
             return None
-        return self._once(("lib", board.name, cfg.path),
-                          lambda: self._build_library(board, tc, cfg))
+        return self._once(("lib", board.name, cfg.path), lambda: self._build_library(board, tc, cfg))
 
     def _build_library(self, board: Board, tc: ResolvedToolchain, cfg: DirConfig) -> Path:
         assert cfg.path is not None
@@ -125,7 +121,11 @@ class Builder:
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
             futures = [
                 pool.submit(
-                    self._compile, board, tc, src, cfg.flags,
+                    self._compile,
+                    board,
+                    tc,
+                    src,
+                    cfg.flags,
                     lib_dir / "obj" / (_safe_rel(src, _rel_to(src, cfg.root)) + ".o"),
                 )
                 for src in cfg.sources
@@ -152,19 +152,16 @@ class Builder:
         return archive
 
     # -- compile and link ----------------------------------------------------
-    def _compile(
-        self, board: Board, tc: ResolvedToolchain, src: Path, flags: BuildFlags, out: Path
-    ) -> Path:
+    def _compile(self, board: Board, tc: ResolvedToolchain, src: Path, flags: BuildFlags, out: Path) -> Path:
         return self._once(("obj", out), lambda: self._compile_now(board, tc, src, flags, out))
 
-    def _compile_now(
-        self, board: Board, tc: ResolvedToolchain, src: Path, flags: BuildFlags, out: Path
-    ) -> Path:
+    def _compile_now(self, board: Board, tc: ResolvedToolchain, src: Path, flags: BuildFlags, out: Path) -> Path:
         cxx = src.suffix in CXX_SUFFIXES
         argv = [
             *(tc.cxx if cxx else tc.cc),
             *(board.toolchain.cxxflags if cxx else board.toolchain.cflags),
             *(flags.cxxflags if cxx else flags.cflags),
+            *self._prefix_map,
             f"-I{INCLUDE_DIR}",
             f"-I{src.parent}",
             *(f"-I{d}" for d in flags.include_dirs),

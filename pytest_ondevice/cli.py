@@ -42,7 +42,10 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     boards = sub.add_parser("boards", help="list the known boards and their status")
     boards.add_argument(
-        "--boards-dir", action="append", default=[], type=Path,
+        "--boards-dir",
+        action="append",
+        default=[],
+        type=Path,
         help="also look for board files here (like the ondevice_boards ini option)",
     )
     args = parser.parse_args(argv)

@@ -49,7 +49,5 @@ class DeviceLog:
 
 
 def describe_end(end: RunEnd) -> str:
-    how = end.abnormal() or (
-        f"exited with code {end.exit_code}" if end.exit_code is not None else "ended"
-    )
+    how = end.abnormal() or (f"exited with code {end.exit_code}" if end.exit_code is not None else "ended")
     return f"pytest-ondevice: the binary {how} after {end.duration:.2f}s"

@@ -103,7 +103,7 @@ def find(start: Path, stop: Path) -> Path | None:
     return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load(path: Path | None, fallback_root: Path) -> DirConfig:
     if path is None:
         return DirConfig(None, fallback_root)

@@ -40,7 +40,10 @@ class OnDeviceFile(pytest.File):
             spec = BinarySpec(board, self.path.resolve(), rel, tuple(c.name for c in cases))
             for case in cases:
                 yield OnDeviceItem.from_parent(
-                    self, name=f"{case.name}[{board.name}]", spec=spec, case=case.name,
+                    self,
+                    name=f"{case.name}[{board.name}]",
+                    spec=spec,
+                    case=case.name,
                     line=case.line,
                 )
 
@@ -68,9 +71,7 @@ class OnDeviceItem(pytest.Item):
         if fresh:
             _report_unlisted_cases(self, self._result)
         if self._result.infra_error:
-            raise DeviceInfrastructureError(
-                f"{self.spec.board.name}: {self._result.infra_error}"
-            )
+            raise DeviceInfrastructureError(f"{self.spec.board.name}: {self._result.infra_error}")
 
     def runtest(self) -> None:
         result = self._result
@@ -123,8 +124,14 @@ def _report_unlisted_cases(item: OnDeviceItem, result: BinaryResult) -> None:
         else:
             longrepr = None
         report = TestReport(
-            nodeid=nodeid, location=(rel, 0, name), keywords={}, outcome=verdict.outcome.value,
-            longrepr=longrepr, when="call", sections=[], duration=0.0,
+            nodeid=nodeid,
+            location=(rel, 0, name),
+            keywords={},
+            outcome=verdict.outcome.value,
+            longrepr=longrepr,
+            when="call",
+            sections=[],
+            duration=0.0,
             user_properties=[("board", item.spec.board.name), ("unlisted", note)],
         )
         item.ihook.pytest_runtest_logreport(report=report)

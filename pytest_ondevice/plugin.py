@@ -24,34 +24,47 @@ DEFAULT_FILES = "*_test.c *_test.cc *_test.cpp"
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("ondevice", "pytest-ondevice: C/C++ tests on devices")
     group.addoption(
-        "--board", action="append", default=[], metavar="NAME[,NAME]",
+        "--board",
+        action="append",
+        default=[],
+        metavar="NAME[,NAME]",
         help="build and run C/C++ tests for these boards (repeat or comma-separate)",
     )
     group.addoption(
-        "--device", default=None, metavar="WHERE",
+        "--device",
+        default=None,
+        metavar="WHERE",
         help="where the board lives, overriding its board file (host alias, serial, ...)",
     )
     group.addoption(
-        "--device-timeout", type=float, default=None, metavar="SECONDS",
+        "--device-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
         help="kill a test binary that runs longer than this (default: per board)",
     )
     group.addoption(
-        "--device-log", choices=("off", "live"), default=None,
+        "--device-log",
+        choices=("off", "live"),
+        default=None,
         help="'live' streams device output to the terminal, prefixed by board (as with -s)",
     )
     group.addoption(
-        "--build-jobs", type=int, default=None, metavar="N",
+        "--build-jobs",
+        type=int,
+        default=None,
+        metavar="N",
         help="compiler processes to run at once (default: number of cores)",
     )
-    group.addoption(
-        "--list-boards", action="store_true", help="list known boards and their status, then exit"
-    )
+    group.addoption("--list-boards", action="store_true", help="list known boards and their status, then exit")
     parser.addini("ondevice_board", "default board(s) when --board is not given", default="")
     parser.addini("ondevice_files", "glob patterns of C/C++ test sources", default=DEFAULT_FILES)
     parser.addini("ondevice_timeout", "default device timeout in seconds", default="")
     parser.addini("ondevice_build_dir", "where builds and device logs go", default="")
     parser.addini(
-        "ondevice_boards", "directories with the project's own board files", type="paths",
+        "ondevice_boards",
+        "directories with the project's own board files",
+        type="paths",
         default=[],
     )
 
@@ -150,8 +163,7 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     stats = ondevice.builder.stats
     if stats.compiled or stats.reused or stats.linked or stats.link_reused:
         terminalreporter.write_line(
-            f"ondevice build: {stats.summary()}; {ondevice.runs} binaries run; "
-            f"logs in {ondevice.settings.build_root}"
+            f"ondevice build: {stats.summary()}; {ondevice.runs} binaries run; logs in {ondevice.settings.build_root}"
         )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 from .lines import BoundedLines
 
@@ -35,7 +35,7 @@ _V2_FAILURE = re.compile(r"^\S+:\d+: Failure$")
 _LOCATION = re.compile(r"(\S+):(\d+)")
 
 
-class Outcome(str, Enum):
+class Outcome(StrEnum):
     PASSED = "passed"
     FAILED = "failed"
     SKIPPED = "skipped"
@@ -119,8 +119,13 @@ class TestOutputParser:
     # -- feeding -----------------------------------------------------------
     def feed_line(self, raw: str) -> None:
         line = raw.rstrip()
-        if self.current is not None:
-            self.current.log.append(line)
+        before = self.current
+        self._feed(line)
+        owner = self.current or before  # a case's log runs from its start line to its end line
+        if owner is not None:
+            owner.log.append(line)
+
+    def _feed(self, line: str) -> None:
         stripped = line.lstrip()
         if not stripped:
             return
@@ -271,8 +276,7 @@ class TestOutputParser:
             elif not self.closed:
                 cases[name] = Verdict(
                     Outcome.FAILED,
-                    "not run: no verdict (output ended without the closing summary)"
-                    + _exit_note(end),
+                    "not run: no verdict (output ended without the closing summary)" + _exit_note(end),
                 )
             else:
                 cases[name] = Verdict(

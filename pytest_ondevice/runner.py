@@ -16,7 +16,7 @@ from pathlib import Path
 
 from . import dirconfig, toolchain
 from .board import Board, BoardRegistry
-from .build import Artifact, BuildError, Builder
+from .build import Artifact, Builder, BuildError
 from .devlog import DeviceLog
 from .protocol import BinaryVerdicts, RunEnd, TestOutputParser
 from .schema import ConfigError
@@ -69,7 +69,7 @@ class OnDeviceSession:
         self.settings = settings
         self.registry = registry
         self.live = live
-        self.builder = Builder(settings.build_root, settings.jobs)
+        self.builder = Builder(settings.build_root, settings.jobs, settings.rootdir)
         self._build_pool = ThreadPoolExecutor(max_workers=max(2, settings.jobs * 2))
         self._builds: dict[tuple[str, Path], Future] = {}
         self._results: dict[tuple[str, Path], BinaryResult] = {}

@@ -54,9 +54,7 @@ def _check_value(value: Any, kind: Any, path: Path, dotted: str) -> None:
             check(value, kind, path, prefix=f"{dotted}.")
     elif isinstance(kind, tuple):
         if value not in kind:
-            raise ConfigError(
-                f"{path}: '{dotted}' must be one of {', '.join(kind)}, not {value!r}"
-            )
+            raise ConfigError(f"{path}: '{dotted}' must be one of {', '.join(kind)}, not {value!r}")
     elif kind == "table":
         if not isinstance(value, dict):
             raise ConfigError(f"{path}: '{dotted}' must be a table, not {_tname(value)}")
@@ -74,5 +72,11 @@ def _check_value(value: Any, kind: Any, path: Path, dotted: str) -> None:
 
 
 def _tname(value: Any) -> str:
-    return {str: "a string", int: "an integer", float: "a number", bool: "a boolean",
-            list: "a list", dict: "a table"}.get(type(value), type(value).__name__)
+    return {
+        str: "a string",
+        int: "an integer",
+        float: "a number",
+        bool: "a boolean",
+        list: "a list",
+        dict: "a table",
+    }.get(type(value), type(value).__name__)

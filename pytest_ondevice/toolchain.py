@@ -37,11 +37,12 @@ class ResolvedToolchain:
 
 
 def resolve(board: Board) -> ResolvedToolchain:
-    return _resolve(board.name, board.toolchain)
+    env = tuple(os.environ.get(k) for k in ("CC", "CXX", "AR", "PATH"))
+    return _resolve(board.name, board.toolchain, env)
 
 
-@functools.lru_cache(maxsize=None)
-def _resolve(board_name: str, tc) -> ResolvedToolchain:
+@functools.cache
+def _resolve(board_name: str, tc, env: tuple) -> ResolvedToolchain:
     tried: list[str] = []
     for candidate in _candidates(tc):
         tried.append(shlex.join(candidate[1]))
@@ -55,8 +56,7 @@ def _resolve(board_name: str, tc) -> ResolvedToolchain:
         install.append("pip install ziglang")
     how = " or ".join(install) or "install a compiler for this board"
     raise ToolchainError(
-        f"no toolchain for board '{board_name}': tried {', '.join(tried)}; "
-        f"install one: {how} (or run scripts/setup.sh)"
+        f"no toolchain for board '{board_name}': tried {', '.join(tried)}; install one: {how} (or run scripts/setup.sh)"
     )
 
 
@@ -75,8 +75,7 @@ def _candidates(tc):
         yield "clang", ("clang", target), ("clang++", target), ar
     if tc.zig_target:
         zig = (sys.executable, "-m", "ziglang")
-        yield "zig", (*zig, "cc", "-target", tc.zig_target), (
-            *zig, "c++", "-target", tc.zig_target), (*zig, "ar")
+        yield "zig", (*zig, "cc", "-target", tc.zig_target), (*zig, "c++", "-target", tc.zig_target), (*zig, "ar")
 
 
 def _available(argv: tuple[str, ...]) -> bool:
@@ -85,7 +84,7 @@ def _available(argv: tuple[str, ...]) -> bool:
     return shutil.which(argv[0]) is not None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _identity(cc: tuple[str, ...]) -> str:
     """Path and version banner of the compiler: a new compiler invalidates the cache."""
     try:

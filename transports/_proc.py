@@ -7,6 +7,7 @@ ended by killing the whole process group.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -78,10 +79,8 @@ def run_streaming(
 
 def _kill_group(proc: subprocess.Popen, quiet: bool = False) -> None:
     """SIGKILL the whole group: the binary and anything it started."""
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)  # start_new_session: pgid == pid
-    except (ProcessLookupError, PermissionError):
-        pass
     if not quiet:
         proc.wait()
 

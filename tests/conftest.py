@@ -1,0 +1,50 @@
+"""Shared helpers: a pytester project with the plugin configured for a throwaway build dir."""
+
+from __future__ import annotations
+
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples"
+
+
+class Project:
+    """A pytester directory holding C/C++ test sources, run with --board."""
+
+    def __init__(self, pytester: pytest.Pytester) -> None:
+        self.pytester = pytester
+        self.path = pytester.path
+        pytester.makeini(
+            f"""
+            [pytest]
+            ondevice_build_dir = {self.path / "_build"}
+            """
+        )
+
+    def write(self, name: str, text: str) -> Path:
+        path = self.path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+        return path
+
+    def copy_examples(self) -> Path:
+        dest = self.path / "examples"
+        shutil.copytree(EXAMPLES, dest, ignore=shutil.ignore_patterns("__pycache__"))
+        return dest
+
+    def run(self, *args: str, board: str = "host") -> pytest.RunResult:
+        return self.pytester.runpytest(f"--board={board}", "-p", "no:cacheprovider", *QUIET, *args)
+
+
+# Unrelated plugins that may be installed on a developer's machine cost ~1 s per
+# in-process run; blocking a plugin that is not installed is harmless.
+QUIET = ("-p", "no:benchmark", "-p", "no:hypothesispytest")
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> Project:
+    return Project(pytester)

@@ -1,0 +1,84 @@
+"""The build: static archive per directory, object names by path, the cache."""
+
+from __future__ import annotations
+
+import re
+
+
+def build_report(result) -> dict[str, int]:
+    line = next(x for x in result.outlines if x.startswith("ondevice build:"))
+    compiled, reused, linked, link_reused = map(int, re.findall(r"(\d+) (?:compiled|reused|linked)", line))
+    return {"compiled": compiled, "reused": reused, "linked": linked, "link_reused": link_reused}
+
+
+def test_second_run_with_nothing_changed_compiles_nothing(project):
+    project.copy_examples()
+    first = project.run("examples")
+    first.assert_outcomes(passed=8)
+    # 2 tests + 1 runtime + 3 library sources; 2 links
+    assert build_report(first) == {"compiled": 6, "reused": 0, "linked": 2, "link_reused": 0}
+    second = project.run("examples")
+    second.assert_outcomes(passed=8)
+    assert build_report(second) == {"compiled": 0, "reused": 6, "linked": 0, "link_reused": 2}
+
+
+def test_a_changed_header_recompiles_only_what_includes_it(project):
+    ex = project.copy_examples()
+    project.run("examples").assert_outcomes(passed=8)
+    header = ex / "kernels" / "reference" / "fully_connected.h"
+    header.write_text(header.read_text() + "\n/* touched */\n")
+    result = project.run("examples")
+    result.assert_outcomes(passed=8)
+    report = build_report(result)
+    # fully_connected.c and fully_connected_test.cc include it; nothing else does
+    assert report["compiled"] == 2
+    # a comment changes no object byte: links are keyed by content and are reused
+    assert report["linked"] == 0
+
+
+LIB_TEST = """
+    #include "micro_test.h"
+    int a_value(void);
+    int b_value(void);
+    TF_LITE_MICRO_TESTS_BEGIN
+    TF_LITE_MICRO_TEST(BothCommonsLinked) {{
+      TF_LITE_MICRO_EXPECT_EQ(a_value(), 1);
+      TF_LITE_MICRO_EXPECT_EQ(b_value(), 2);
+      TF_LITE_MICRO_EXPECT_EQ({n}, {n});
+    }}
+    TF_LITE_MICRO_TESTS_END
+"""
+
+
+def test_library_compiled_once_into_an_archive_shared_by_all_tests(project):
+    project.write("lib/a/common.c", "int a_value(void) { return 1; }\n")
+    project.write("lib/b/common.c", "int b_value(void) { return 2; }\n")
+    project.write("ondevice.toml", 'sources = ["lib/**/*.c"]\n')
+    for n in range(3):
+        project.write(f"t{n}_test.c", LIB_TEST.format(n=n))
+    result = project.run("-v")
+    result.assert_outcomes(passed=3)
+    # 2 library objects (once, not per test) + 3 tests + 1 runtime
+    assert build_report(result)["compiled"] == 6
+    objs = sorted(
+        p.relative_to(project.path / "_build").as_posix() for p in (project.path / "_build").rglob("common.c.o")
+    )
+    assert len(objs) == 2 and objs[0].endswith("lib/a/common.c.o") and objs[1].endswith("lib/b/common.c.o")
+    assert len(list((project.path / "_build").rglob("libundertest.a"))) == 1
+
+
+def test_library_compile_error_names_the_library_and_the_diagnostic(project):
+    project.write("lib/bad.c", "int broken( {\n")
+    project.write("ondevice.toml", 'sources = ["lib/bad.c"]\n')
+    project.write("x_test.c", LIB_TEST.format(n=0))
+    result = project.run()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*the library declared in *ondevice.toml failed to build*", "*lib/bad.c:1*"])
+
+
+def test_missing_toolchain_names_the_package(project, monkeypatch):
+    monkeypatch.setenv("CC", "no-such-cc-anywhere")
+    project.write("x_test.c", LIB_TEST.format(n=0))
+    result = project.run()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*no toolchain for board 'host'*apt-get install build-essential*"])

@@ -1,0 +1,405 @@
+"""End to end on the host board: every outcome a user can meet, as they would see it."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from conftest import QUIET
+
+V1_MIXED = """
+    #include "micro_test.h"
+    TF_LITE_MICRO_TESTS_BEGIN
+    TF_LITE_MICRO_TEST(AddsUp) { TF_LITE_MICRO_EXPECT_EQ(2, 1 + 1); }
+    TF_LITE_MICRO_TEST(OffByOne) {
+      int got = 41;
+      TF_LITE_MICRO_EXPECT_EQ(got, 42);
+    }
+    TF_LITE_MICRO_TEST(AlsoFine) { TF_LITE_MICRO_EXPECT_NEAR(1.0f, 1.01f, 0.1f); }
+    TF_LITE_MICRO_TESTS_END
+"""
+
+V2_MIXED = """
+    #include "micro_test.h"
+    TEST(Gemm, Identity) { EXPECT_EQ(1, 1); }
+    TEST(Gemm, Wrong) {
+      int acc = 7;
+      EXPECT_EQ(acc, 9);
+    }
+    TF_LITE_MICRO_TESTS_MAIN
+"""
+
+
+def test_examples_pass_with_one_item_per_case(project):
+    project.copy_examples()
+    result = project.run("-v", "examples")
+    result.assert_outcomes(passed=8)
+    result.stdout.fnmatch_lines(
+        [
+            "*examples/kernels/depthwise_conv_test.c::SimpleTestQuantized[[]host[]] PASSED*",
+            "*examples/kernels/fully_connected_test.cc::FullyConnected.Float[[]host[]] PASSED*",
+        ]
+    )
+
+
+def test_v1_failure_shows_file_line_and_both_values(project):
+    project.write("mixed_test.c", V1_MIXED)
+    result = project.run("-v")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*mixed_test.c::OffByOne[[]host[]] FAILED*",
+            "got == 42 failed at mixed_test.c:7 (41 vs 42)",
+            "*device log: *mixed_test.c.log",
+        ]
+    )
+    assert result.ret == 1
+
+
+def test_v2_failure_shows_expression_and_values(project):
+    project.write("gemm_test.cc", V2_MIXED)
+    result = project.run("-v")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*gemm_test.cc::Gemm.Wrong[[]host[]] FAILED*",
+            "gemm_test.cc:6: Failure",
+            "*Expression:  acc == 9",
+            "*Evaluated:   7 == 9",
+        ]
+    )
+
+
+def test_crash_names_the_signal_and_later_cases_are_not_run(project):
+    project.write(
+        "crash_test.c",
+        """
+        #include "micro_test.h"
+        TF_LITE_MICRO_TESTS_BEGIN
+        TF_LITE_MICRO_TEST(Before) { TF_LITE_MICRO_EXPECT(1); }
+        TF_LITE_MICRO_TEST(Crashes) {
+          volatile int *p = (volatile int *)0;
+          *p = 1;
+        }
+        TF_LITE_MICRO_TEST(After) { TF_LITE_MICRO_EXPECT(1); }
+        TF_LITE_MICRO_TESTS_END
+        """,
+    )
+    result = project.run("-v")
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*Crashes[[]host[]] FAILED*",
+            "*After[[]host[]] FAILED*",
+            "*crashed: killed by SIGSEGV while this case was running*",
+            "*not run: crashed: killed by SIGSEGV before this case*",
+        ]
+    )
+
+
+def test_abort_is_a_failure_naming_sigabrt(project):
+    project.write(
+        "abort_test.c",
+        """
+        #include <stdlib.h>
+        #include "micro_test.h"
+        TF_LITE_MICRO_TESTS_BEGIN
+        TF_LITE_MICRO_TEST(Aborts) { abort(); }
+        TF_LITE_MICRO_TESTS_END
+        """,
+    )
+    result = project.run()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*crashed: killed by SIGABRT while this case was running*"])
+
+
+def test_hang_is_killed_at_the_timeout_with_its_children(project):
+    pidfile = project.path / "child.pid"
+    project.write(
+        "hang_test.c",
+        f"""
+        #include <stdio.h>
+        #include <unistd.h>
+        #include "micro_test.h"
+        TF_LITE_MICRO_TESTS_BEGIN
+        TF_LITE_MICRO_TEST(Hangs) {{
+          pid_t child = fork();
+          if (child == 0) {{ for (;;) pause(); }}
+          FILE *f = fopen("{pidfile}", "w");
+          fprintf(f, "%d", (int)child);
+          fclose(f);
+          for (;;) pause();
+        }}
+        TF_LITE_MICRO_TEST(Never) {{ TF_LITE_MICRO_EXPECT(1); }}
+        TF_LITE_MICRO_TESTS_END
+        """,
+    )
+    start = time.monotonic()
+    result = project.run("--device-timeout=1.5")
+    assert time.monotonic() - start < 30
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*timed out after 1.5s while this case was running*",
+            "*not run: timed out after 1.5s before this case*",
+        ]
+    )
+    child = int(pidfile.read_text())
+    time.sleep(0.2)
+    assert not _alive(child), "the hung binary's child survived the timeout"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_output_without_closing_summary_is_no_verdict(project):
+    project.write(
+        "early_exit_test.c",
+        """
+        #include <unistd.h>
+        #include "micro_test.h"
+        TF_LITE_MICRO_TESTS_BEGIN
+        TF_LITE_MICRO_TEST(Completes) { TF_LITE_MICRO_EXPECT(1); }
+        TF_LITE_MICRO_TEST(ExitsEarly) { _exit(0); }
+        TF_LITE_MICRO_TEST(NeverReached) { TF_LITE_MICRO_EXPECT(1); }
+        TF_LITE_MICRO_TESTS_END
+        """,
+    )
+    result = project.run("-v")
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*Completes[[]host[]] PASSED*",
+            "*no verdict: output ended while this case was running*",
+            "*not run: no verdict (output ended without the closing summary)*",
+        ]
+    )
+
+
+HANDWRITTEN = """
+    #include "micro_test.h"
+    #if 0  /* declared for discovery; the output below is written by hand */
+    TF_LITE_MICRO_TEST(Only) {{}}
+    #endif
+    int main(void) {{
+      MicroPrintf("Testing Only");
+      MicroPrintf("1/1 tests passed");
+      MicroPrintf("{magic}");
+      return {code};
+    }}
+"""
+
+
+def test_pass_string_then_nonzero_exit_is_not_a_pass(project):
+    project.write("liar_test.c", HANDWRITTEN.format(magic="~~~ALL TESTS PASSED~~~", code=3))
+    result = project.run()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*~~~ALL TESTS PASSED~~~ was printed, but the binary exited with code 3*"])
+
+
+def test_fail_string_with_exit_zero_is_a_failure_that_says_so(project):
+    project.write("liar_test.c", HANDWRITTEN.format(magic="~~~SOME TESTS FAILED~~~", code=0))
+    result = project.run()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*~~~SOME TESTS FAILED~~~ was printed, but the binary exited with code 0*"])
+
+
+def test_pass_string_then_crash_is_not_a_pass(project):
+    project.write(
+        "crash_after_test.c",
+        """
+        #include <signal.h>
+        #include "micro_test.h"
+        #if 0
+        TF_LITE_MICRO_TEST(Only) {}
+        #endif
+        int main(void) {
+          MicroPrintf("Testing Only");
+          MicroPrintf("1/1 tests passed");
+          MicroPrintf("~~~ALL TESTS PASSED~~~");
+          raise(SIGSEGV);
+          return 0;
+        }
+        """,
+    )
+    result = project.run()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*~~~ALL TESTS PASSED~~~ was printed, but then the binary crashed: killed by SIGSEGV*"]
+    )
+
+
+def test_case_in_source_but_never_run_fails_as_not_run(project):
+    project.write(
+        "partial_test.c",
+        """
+        #include "micro_test.h"
+        TF_LITE_MICRO_TESTS_BEGIN
+        TF_LITE_MICRO_TEST(Runs) { TF_LITE_MICRO_EXPECT(1); }
+        #ifdef HAVE_DSP
+        TF_LITE_MICRO_TEST(NeedsDsp) { TF_LITE_MICRO_EXPECT(1); }
+        #endif
+        TF_LITE_MICRO_TESTS_END
+        """,
+    )
+    result = project.run("-v")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*NeedsDsp[[]host[]] FAILED*", "*not run: the device never started this case*"])
+
+
+def test_case_generated_by_a_macro_is_reported_not_dropped(project):
+    project.write(
+        "generated_test.c",
+        """
+        #include "micro_test.h"
+        #define KERNEL_TEST(kernel) TF_LITE_MICRO_TEST(kernel##_Works)
+        TF_LITE_MICRO_TESTS_BEGIN
+        TF_LITE_MICRO_TEST(Plain) { TF_LITE_MICRO_EXPECT(1); }
+        KERNEL_TEST(Conv) { TF_LITE_MICRO_EXPECT_EQ(1, 2); }
+        TF_LITE_MICRO_TESTS_END
+        """,
+    )
+    result = project.run("-v", "-rf")
+    result.stdout.fnmatch_lines(["*generated_test.c::Conv_Works[[]host[]]*FAILED*"])
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*was not found in the source*"])
+
+
+def test_skip_extension_reports_skipped_with_reason(project):
+    project.write(
+        "skip_test.c",
+        """
+        #include "micro_test.h"
+        TF_LITE_MICRO_TESTS_BEGIN
+        TF_LITE_MICRO_TEST(NeedsFpu) { TF_LITE_MICRO_SKIP("no FPU on this board"); }
+        TF_LITE_MICRO_TESTS_END
+        """,
+    )
+    project.write(
+        "skip2_test.cc",
+        """
+        #include "micro_test.h"
+        TEST(Dsp, Smlad) { GTEST_SKIP(); }
+        TF_LITE_MICRO_TESTS_MAIN
+        """,
+    )
+    result = project.run("-rs")
+    result.assert_outcomes(skipped=2)
+    result.stdout.fnmatch_lines(["*no FPU on this board*"])
+
+
+def test_compile_error_fails_that_binary_only(project):
+    project.write(
+        "broken_test.c",
+        '#include "micro_test.h"\nTF_LITE_MICRO_TESTS_BEGIN\n'
+        "TF_LITE_MICRO_TEST(A) { int x = ; }\nTF_LITE_MICRO_TESTS_END\n",
+    )
+    project.write("gemm_test.cc", V2_MIXED)
+    result = project.run("-v")
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(
+        ["*broken_test.c::A[[]host[]] FAILED*", "*build failed for board host*", "*broken_test.c:3:*error*"]
+    )
+
+
+def test_live_log_is_prefixed_with_the_board(project):
+    project.write("mixed_test.c", V1_MIXED)
+    result = project.run("-s")
+    result.stdout.fnmatch_lines(["[[]host[]] Testing AddsUp", "[[]host[]] ~~~SOME TESTS FAILED~~~"])
+    quiet = project.run()
+    assert "[host] Testing AddsUp" not in quiet.stdout.str()
+    live = project.run("--device-log=live")
+    live.stdout.fnmatch_lines(["[[]host[]] Testing AddsUp"])
+
+
+def test_failure_report_carries_the_device_log_and_the_log_file(project):
+    project.write("mixed_test.c", V1_MIXED)
+    result = project.run()
+    result.stdout.fnmatch_lines(["*Captured device log call*", "Testing OffByOne"])
+    log = project.path / "_build" / "host" / "logs" / "mixed_test.c.log"
+    text = log.read_text()
+    assert "Testing AddsUp" in text and "~~~SOME TESTS FAILED~~~" in text
+    assert "exited with code 1" in text
+
+
+def test_without_board_nothing_is_collected_or_built(project):
+    project.write("mixed_test.c", V1_MIXED)
+    project.pytester.makepyfile(test_plain="def test_python():\n    assert True\n")
+    result = project.pytester.runpytest("-p", "no:cacheprovider", *QUIET)
+    result.assert_outcomes(passed=1)
+    assert not (project.path / "_build").exists()
+
+
+def test_select_with_k_and_junit_per_case(project):
+    project.write("mixed_test.c", V1_MIXED)
+    junit = project.path / "out.xml"
+    result = project.run("-k", "OffByOne or AddsUp", f"--junitxml={junit}")
+    result.assert_outcomes(passed=1, failed=1)
+    xml = junit.read_text()
+    assert 'name="AddsUp[host]"' in xml and 'name="OffByOne[host]"' in xml
+    assert "AlsoFine" not in xml
+    assert 'name="board" value="host"' in xml
+
+
+def test_last_failed_reruns_only_the_failing_case(project):
+    project.write("mixed_test.c", V1_MIXED)
+    project.pytester.runpytest("--board=host", *QUIET)
+    result = project.pytester.runpytest("--board=host", "--lf", "-v", *QUIET)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*OffByOne[[]host[]] FAILED*"])
+
+
+def test_parallel_workers_with_xdist(project):
+    project.write("mixed_test.c", V1_MIXED)
+    project.write("gemm_test.cc", V2_MIXED)
+    result = project.run("-n", "2")
+    result.assert_outcomes(passed=3, failed=2)
+
+
+def test_timeout_from_ini_and_per_file_override(project):
+    hang = """
+        #include <unistd.h>
+        #include "micro_test.h"
+        TF_LITE_MICRO_TESTS_BEGIN
+        TF_LITE_MICRO_TEST(Sleeps) { sleep(30); }
+        TF_LITE_MICRO_TESTS_END
+    """
+    project.write("a/slow_test.c", hang)
+    project.write("a/ondevice.toml", '[files."slow_test.c"]\ntimeout = 0.5\n')
+    project.write("b/slow_test.c", hang)
+    project.pytester.makeini(f"[pytest]\nondevice_build_dir = {project.path / '_build'}\nondevice_timeout = 1\n")
+    result = project.run("-v")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines_random(
+        ["*timed out after 0.5s while this case was running*", "*timed out after 1s while this case was running*"]
+    )
+
+
+def test_infrastructure_failure_is_an_error_not_a_failure(project):
+    project.write("boards/broken.toml", 'extends = "host"\n[transport]\nname = "carrier-pigeon"\n')
+    project.pytester.makeini(f"[pytest]\nondevice_build_dir = {project.path / '_build'}\nondevice_boards = boards\n")
+    project.write("mixed_test.c", V1_MIXED)
+    result = project.run(board="broken")
+    result.assert_outcomes(errors=3)
+    result.stdout.fnmatch_lines(["*unknown transport 'carrier-pigeon'*"])
+
+
+def test_pid_of_this_process_is_not_touched(project):
+    """Killing a hung binary's group never reaches pytest itself."""
+    project.write(
+        "hang_test.c",
+        """
+        #include "micro_test.h"
+        TF_LITE_MICRO_TESTS_BEGIN
+        TF_LITE_MICRO_TEST(Spins) { for (;;) {} }
+        TF_LITE_MICRO_TESTS_END
+        """,
+    )
+    result = project.run("--device-timeout=0.5")
+    result.assert_outcomes(failed=1)
+    assert os.getpgid(0) == os.getpgid(os.getpid())
