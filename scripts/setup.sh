@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Installs what pytest-ondevice and its tests need, and nothing that is already there:
+# Debian packages (cross compilers, QEMU, sshd) and a Python virtualenv (.venv) holding
+# the plugin in editable mode. Safe to run again; it only fills in what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(
+  build-essential                       # host board: cc, c++, ar
+  python3-venv
+  qemu-system-arm qemu-user             # bare-metal Cortex-M boards; Linux ARM boards locally
+  gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib
+  gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross
+  gcc-arm-linux-gnueabihf g++-arm-linux-gnueabihf libc6-dev-armhf-cross
+  openssh-server openssh-client         # the SSH transport's tests run a real sshd
+)
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+VENV="${ONDEVICE_VENV:-.venv}"
+if [ -n "${VIRTUAL_ENV:-}" ]; then
+  VENV="$VIRTUAL_ENV"
+elif [ ! -x "$VENV/bin/python" ]; then
+  echo "setup: creating $VENV"
+  python3 -m venv "$VENV"
+fi
+stamp="$VENV/.ondevice-installed"
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  echo "setup: installing pytest-ondevice (editable) and its dev dependencies into $VENV"
+  log="$VENV/pip-install.log"
+  if ! { "$VENV/bin/python" -m pip install --upgrade pip &&
+         "$VENV/bin/python" -m pip install -e ".[dev]"; } >"$log" 2>&1; then
+    tail -n 30 "$log"
+    echo "setup: pip install failed; full log in $log" >&2
+    exit 1
+  fi
+  touch "$stamp"
+fi
+echo "setup: ready ($VENV)"
