@@ -39,9 +39,13 @@ class OnDeviceFile(pytest.File):
             board = session.registry.get(board_name)
             spec = BinarySpec(board, self.path.resolve(), rel, tuple(c.name for c in cases))
             for case in cases:
+                name = f"{case.name}[{board.name}]"
                 yield OnDeviceItem.from_parent(
                     self,
-                    name=f"{case.name}[{board.name}]",
+                    name=name,
+                    # given as a string so pytest >= 9.2 parses "[board]" as parameters,
+                    # as it does for the ids --lf reads back from its cache
+                    nodeid=f"{self.nodeid}::{name}",
                     spec=spec,
                     case=case.name,
                     line=case.line,
