@@ -37,6 +37,15 @@ TOOLCHAIN_SPEC = {
     "ldflags": list,
     "libs": list,
     "runtime": list,  # sources compiled into every binary (print function, startup)
+    "linker_script": str,  # @FLASH_ORIGIN@-style placeholders are filled from [memory]
+}
+MEMORY_SPEC = {
+    "flash": int,
+    "flash_origin": int,
+    "ram": int,
+    "ram_origin": int,
+    "stack": int,
+    "note": str,  # said with a size-check failure, e.g. why an emulator has less RAM
 }
 SPEC = {
     "description": str,
@@ -47,8 +56,9 @@ SPEC = {
     "timeout": float,
     "clock_hz": int,
     "toolchain": TOOLCHAIN_SPEC,
-    "memory": {"flash": int, "ram": int, "note": str},
+    "memory": MEMORY_SPEC,
     "transport": "table",
+    "emulator": "table",  # the transport used with --device=qemu
 }
 
 
@@ -63,6 +73,17 @@ class Toolchain:
     ldflags: tuple[str, ...] = ()
     libs: tuple[str, ...] = ()
     runtime: tuple[Path, ...] = ()
+    linker_script: Path | None = None
+
+
+@dataclass(frozen=True)
+class Memory:
+    flash: int | None = None
+    flash_origin: int = 0
+    ram: int | None = None
+    ram_origin: int = 0x20000000
+    stack: int = 2048
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -76,9 +97,8 @@ class Board:
     description: str = ""
     timeout: float = 60.0
     clock_hz: int | None = None
-    flash: int | None = None
-    ram: int | None = None
-    memory_note: str = ""
+    memory: Memory = Memory()
+    emulator: dict[str, Any] | None = field(default=None, hash=False, compare=False)
 
     @property
     def transport_name(self) -> str:
@@ -100,7 +120,7 @@ class BoardRegistry:
         return found
 
     def names(self, include_abstract: bool = False) -> list[str]:
-        return [n for n in self.files() if include_abstract or not self._raw(n)[0].get("abstract")]
+        return sorted(n for n in self.files() if include_abstract or not self._raw(n)[0].get("abstract"))
 
     def get(self, name: str) -> Board:
         if name not in self._cache:
@@ -119,9 +139,11 @@ class BoardRegistry:
         path = files[name]
         data = load_toml(path)
         check(data, SPEC, path)
-        runtime = data.get("toolchain", {}).get("runtime")
-        if runtime:  # relative to the file that names them
-            data["toolchain"]["runtime"] = [str((path.parent / r).resolve()) for r in runtime]
+        tc = data.get("toolchain", {})
+        if "runtime" in tc:  # relative to the file that names them
+            tc["runtime"] = [str((path.parent / r).resolve()) for r in tc["runtime"]]
+        if "linker_script" in tc:
+            tc["linker_script"] = str((path.parent / tc["linker_script"]).resolve())
         return data, path
 
     def _merged(self, name: str, chain: tuple[str, ...]) -> tuple[dict[str, Any], Path]:
@@ -163,8 +185,8 @@ def _build(name: str, path: Path, data: dict[str, Any]) -> Board:
         debian_package=tc.get("debian_package"),
         **{k: tuple(tc.get(k, [])) for k in ("cflags", "cxxflags", "ldflags", "libs")},
         runtime=tuple(Path(r) for r in tc.get("runtime", [])),
+        linker_script=Path(tc["linker_script"]) if tc.get("linker_script") else None,
     )
-    mem = data.get("memory", {})
     return Board(
         name=name,
         path=path,
@@ -175,7 +197,6 @@ def _build(name: str, path: Path, data: dict[str, Any]) -> Board:
         description=data.get("description", ""),
         timeout=float(data.get("timeout", 60.0)),
         clock_hz=data.get("clock_hz"),
-        flash=mem.get("flash"),
-        ram=mem.get("ram"),
-        memory_note=mem.get("note", ""),
+        memory=Memory(**data.get("memory", {})),
+        emulator=data.get("emulator"),
     )

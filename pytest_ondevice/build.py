@@ -22,6 +22,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import sizecheck
 from .board import Board
 from .dirconfig import BuildFlags, DirConfig
 from .toolchain import ResolvedToolchain
@@ -91,8 +92,38 @@ class Builder:
         ]
         cxx = any(p.suffix in CXX_SUFFIXES for p in (source, *extra, *cfg.sources))
         exe = out_dir / "bin" / Path(rel).with_suffix("")
+        if board.kind == "baremetal":
+            exe = exe.with_name(exe.name + ".elf")
         inputs = [*objects, *([archive] if archive else []), *runtime]
-        return self._link(board, tc, flags, inputs, exe, cxx)
+        script = self._linker_script(board)
+        try:
+            artifact = self._link(board, tc, flags, inputs, exe, cxx, script)
+        except BuildError as e:
+            raise sizecheck.from_link_output(board, str(e), rel) or e from None
+        sizecheck.check_elf(board, artifact.path, rel)
+        return artifact
+
+    def _linker_script(self, board: Board) -> Path | None:
+        """The board's script with its [memory] figures filled in."""
+        template = board.toolchain.linker_script
+        if template is None:
+            return None
+        mem = board.memory
+        values = {
+            "FLASH_ORIGIN": hex(mem.flash_origin),
+            "FLASH_SIZE": str(mem.flash or 0),
+            "RAM_ORIGIN": hex(mem.ram_origin),
+            "RAM_SIZE": str(mem.ram or 0),
+            "STACK_SIZE": str(mem.stack),
+        }
+        text = template.read_text()
+        for key, value in values.items():
+            text = text.replace(f"@{key}@", value)
+        out = self.root / board.name / "link.ld"
+        if _read(out) != text:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            _write(out, text)
+        return out
 
     # -- library -------------------------------------------------------------
     def _once(self, key: object, fn: Callable[[], Path]) -> Path:
@@ -196,15 +227,18 @@ class Builder:
         inputs: list[Path],
         exe: Path,
         cxx: bool,
+        script: Path | None,
     ) -> Artifact:
         argv = [
             *(tc.cxx if cxx else tc.cc),
             *map(str, inputs),
             *board.toolchain.ldflags,
             *flags.ldflags,
+            *([f"-T{script}"] if script else []),
             *(f"-l{lib}" for lib in (*flags.libs, *board.toolchain.libs)),
         ]
-        key = self._key(tc.identity, argv, [self._hash(p) for p in inputs])
+        hashed = [*inputs, *([script] if script else [])]
+        key = self._key(tc.identity, argv, [self._hash(p) for p in hashed])
         keyfile = exe.with_name(exe.name + ".key")
         if exe.exists() and _read(keyfile) == key:
             self.stats.count("link_reused")

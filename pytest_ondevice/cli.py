@@ -10,6 +10,7 @@ from pathlib import Path
 from .board import BoardRegistry
 from .schema import ConfigError
 from .toolchain import ToolchainError, resolve
+from .transports import status as transport_status
 
 
 def print_boards(registry: BoardRegistry, out=sys.stdout) -> int:
@@ -28,7 +29,10 @@ def print_boards(registry: BoardRegistry, out=sys.stdout) -> int:
             tc_status = f"found: {tc.description}"
         except ToolchainError as e:
             tc_status = "missing: " + str(e).split("install one: ", 1)[-1]
-        rows.append((name, board.kind, board.arch, tc_status, board.transport_name))
+        where = f"{board.transport_name} ({transport_status(board.transport)})"
+        if board.emulator:
+            where += f"; --device=qemu: {board.emulator['name']} ({transport_status(board.emulator)})"
+        rows.append((name, board.kind, board.arch, tc_status, where))
     header = ("board", "kind", "arch", "toolchain", "transport")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
     for row in [header, *rows]:

@@ -56,6 +56,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="N",
         help="compiler processes to run at once (default: number of cores)",
     )
+    group.addoption(
+        "--build-only",
+        action="store_true",
+        help="build every selected binary (size checks included) but run nothing",
+    )
     group.addoption("--list-boards", action="store_true", help="list known boards and their status, then exit")
     parser.addini("ondevice_board", "default board(s) when --board is not given", default="")
     parser.addini("ondevice_files", "glob patterns of C/C++ test sources", default=DEFAULT_FILES)
@@ -111,6 +116,7 @@ def pytest_configure(config: pytest.Config) -> None:
         device=config.getoption("device"),
         cli_timeout=config.getoption("device_timeout"),
         ini_timeout=float(ini_timeout) if ini_timeout else None,
+        build_only=config.getoption("build_only"),
     )
     live = None
     if config.getoption("device_log") == "live" or config.getoption("capture") == "no":

@@ -20,6 +20,7 @@ from .build import Artifact, Builder, BuildError
 from .devlog import DeviceLog
 from .protocol import BinaryVerdicts, RunEnd, TestOutputParser
 from .schema import ConfigError
+from .sizecheck import SizeError
 from .transports import InfrastructureError, Transport
 from .transports import load as load_transport
 
@@ -57,6 +58,7 @@ class Settings:
     device: str | None = None
     cli_timeout: float | None = None
     ini_timeout: float | None = None
+    build_only: bool = False
 
 
 class OnDeviceSession:
@@ -123,8 +125,10 @@ class OnDeviceSession:
         try:
             artifact = self._build_future(spec).result()
             timeout = self.timeout_for(spec)
-        except (BuildError, toolchain.ToolchainError, ConfigError) as e:
+        except (BuildError, SizeError, toolchain.ToolchainError, ConfigError) as e:
             return BinaryResult(build_error=str(e))
+        if self.settings.build_only:
+            return BinaryResult(artifact=artifact)
         log_path = self.settings.build_root / spec.board.name / "logs" / f"{spec.rel}.log"
         parser = TestOutputParser()
         log = DeviceLog(log_path, spec.board.name, parser.feed_line, self.live)
@@ -143,9 +147,15 @@ class OnDeviceSession:
     def _transport(self, board: Board) -> Transport:
         transport = self._transports.get(board.name)
         if transport is None:
-            cls = load_transport(board.transport_name)
-            options = {k: v for k, v in board.transport.items() if k != "name"}
-            transport = cls(board, self.settings.device, options)
+            table = board.transport
+            device = self.settings.device
+            if device == "qemu" and not table["name"].startswith("qemu"):
+                if not board.emulator:
+                    raise InfrastructureError(f"board {board.name} has no [emulator] for --device=qemu")
+                table, device = board.emulator, None
+            cls = load_transport(table["name"])
+            options = {k: v for k, v in table.items() if k != "name"}
+            transport = cls(board, device, options)
             transport.open()
             self._transports[board.name] = transport
         return transport

@@ -37,7 +37,7 @@ class ResolvedToolchain:
 
 
 def resolve(board: Board) -> ResolvedToolchain:
-    env = tuple(os.environ.get(k) for k in ("CC", "CXX", "AR", "PATH"))
+    env = (*(os.environ.get(k) for k in ("CC", "CXX", "AR", "PATH")), zig_installed())
     return _resolve(board.name, board.toolchain, env)
 
 
@@ -45,6 +45,9 @@ def resolve(board: Board) -> ResolvedToolchain:
 def _resolve(board_name: str, tc, env: tuple) -> ResolvedToolchain:
     tried: list[str] = []
     for candidate in _candidates(tc):
+        if candidate[0] == "zig" and not zig_installed():
+            tried.append("zig cc (pip package ziglang not installed)")
+            continue
         tried.append(shlex.join(candidate[1]))
         if _available(candidate[1]):
             kind, cc, cxx, ar = candidate
@@ -80,8 +83,13 @@ def _candidates(tc):
 
 def _available(argv: tuple[str, ...]) -> bool:
     if argv[0] == sys.executable and argv[1:3] == ("-m", "ziglang"):
-        return importlib.util.find_spec("ziglang") is not None
+        return zig_installed()
     return shutil.which(argv[0]) is not None
+
+
+def zig_installed() -> bool:
+    """The `ziglang` wheel: a cross compiler for every target, from PyPI."""
+    return importlib.util.find_spec("ziglang") is not None
 
 
 @functools.cache

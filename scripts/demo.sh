@@ -5,5 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 VENV="${VIRTUAL_ENV:-${ONDEVICE_VENV:-.venv}}"
-BOARD="${ONDEVICE_DEMO_BOARD:-host}"
+BOARD="${ONDEVICE_DEMO_BOARD:-bluepill-qemu}"
 exec "$VENV/bin/python" -m pytest --board="$BOARD" examples/ "$@"

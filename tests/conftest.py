@@ -48,3 +48,12 @@ QUIET = ("-p", "no:benchmark", "-p", "no:hypothesispytest")
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> Project:
     return Project(pytester)
+
+
+def build_report(result) -> dict[str, int]:
+    """The figures of the plugin's "ondevice build: ..." line."""
+    import re
+
+    line = next(x for x in result.outlines if x.startswith("ondevice build:"))
+    numbers = map(int, re.findall(r"(\d+) (?:compiled|reused|linked)", line))
+    return dict(zip(("compiled", "reused", "linked", "link_reused"), numbers, strict=True))

@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-import re
-
-
-def build_report(result) -> dict[str, int]:
-    line = next(x for x in result.outlines if x.startswith("ondevice build:"))
-    compiled, reused, linked, link_reused = map(int, re.findall(r"(\d+) (?:compiled|reused|linked)", line))
-    return {"compiled": compiled, "reused": reused, "linked": linked, "link_reused": link_reused}
+from conftest import build_report
 
 
 def test_second_run_with_nothing_changed_compiles_nothing(project):

@@ -115,7 +115,7 @@ def test_cli_lists_boards_with_toolchain_and_transport():
     lines = proc.stdout.splitlines()
     assert lines[0].split() == ["board", "kind", "arch", "toolchain", "transport"]
     host = next(line for line in lines if line.startswith("host "))
-    assert "found: cc" in host and host.endswith("local")
+    assert "found: cc" in host and host.endswith("local (ready)")
 
 
 def test_console_script_is_installed():
@@ -126,7 +126,7 @@ def test_console_script_is_installed():
 def test_list_boards_option(pytester):
     result = pytester.runpytest("--list-boards")
     assert result.ret == 0
-    result.stdout.fnmatch_lines(["board*kind*arch*toolchain*transport", "host*local"])
+    result.stdout.fnmatch_lines(["board*kind*arch*toolchain*transport", "host*local (ready)"])
 
 
 def test_transports_are_installed_under_the_plugin_package():

@@ -21,6 +21,8 @@ OnBytes = Callable[[bytes], None]
 
 BUILTIN = {
     "local": "pytest_ondevice.transports.local:LocalTransport",
+    "qemu-system": "pytest_ondevice.transports.qemu:QemuSystemTransport",
+    "qemu-user": "pytest_ondevice.transports.qemu:QemuUserTransport",
 }
 
 
@@ -47,6 +49,11 @@ class Transport(ABC):
         self.device = device
         self.options = options
 
+    @classmethod
+    def status(cls, options: dict[str, Any]) -> str:
+        """One line for `pytest-ondevice boards`: can this transport be used here?"""
+        return "ready"
+
     def open(self) -> None:  # noqa: B027 - optional hook
         """Connect; raise InfrastructureError when the device cannot be reached."""
 
@@ -59,6 +66,14 @@ class Transport(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release the device; remove scratch files; never raise."""
+
+
+def status(table: dict[str, Any]) -> str:
+    try:
+        cls = load(table["name"])
+    except InfrastructureError:
+        return "not available in this version"
+    return cls.status({k: v for k, v in table.items() if k != "name"})
 
 
 def load(name: str) -> type[Transport]:

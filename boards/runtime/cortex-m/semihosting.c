@@ -1,0 +1,36 @@
+/* Output and exit through ARM semihosting (QEMU, Renode, a debugger such as pyOCD). */
+#include <stddef.h>
+#include <stdint.h>
+
+#define SYS_WRITE0 0x04
+#define SYS_EXIT 0x18
+#define SYS_EXIT_EXTENDED 0x20
+#define ADP_STOPPED_APPLICATION_EXIT 0x20026
+
+static inline int semihost(int op, const void *arg) {
+  register int r0 __asm__("r0") = op;
+  register const void *r1 __asm__("r1") = arg;
+  __asm__ volatile("bkpt 0xab" : "+r"(r0) : "r"(r1) : "memory");
+  return r0;
+}
+
+__attribute__((weak)) void ondevice_write(const char *data, size_t len) {
+  char chunk[65];
+  while (len > 0) {
+    size_t n = len < 64 ? len : 64;
+    for (size_t i = 0; i < n; ++i) chunk[i] = data[i];
+    chunk[n] = '\0';
+    semihost(SYS_WRITE0, chunk);
+    data += n;
+    len -= n;
+  }
+}
+
+/* SYS_EXIT_EXTENDED carries the exit code to the host (QEMU's exit status). */
+__attribute__((weak, noreturn)) void ondevice_exit(int code) {
+  uint32_t block[2] = {ADP_STOPPED_APPLICATION_EXIT, (uint32_t)code};
+  semihost(SYS_EXIT_EXTENDED, block);
+  semihost(SYS_EXIT, (const void *)(uintptr_t)ADP_STOPPED_APPLICATION_EXIT);
+  for (;;) {
+  }
+}

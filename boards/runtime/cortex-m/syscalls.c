@@ -1,0 +1,49 @@
+/* newlib system calls, so printf/puts and exit() reach the board's output. */
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+void ondevice_write(const char *data, size_t len);
+void ondevice_exit(int code) __attribute__((noreturn));
+
+extern char end;          /* first free byte after .bss (linker script) */
+extern char __HeapLimit;  /* bottom of the reserved stack */
+
+__attribute__((weak)) int _write(int fd, const char *buf, int len) {
+  if (fd != 1 && fd != 2) {
+    errno = EBADF;
+    return -1;
+  }
+  ondevice_write(buf, (size_t)len);
+  return len;
+}
+
+__attribute__((weak)) void *_sbrk(ptrdiff_t incr) {
+  static char *brk = &end;
+  char *prev = brk;
+  if (brk + incr > &__HeapLimit) {
+    errno = ENOMEM;
+    return (void *)-1;
+  }
+  brk += incr;
+  return prev;
+}
+
+__attribute__((weak, noreturn)) void _exit(int code) { ondevice_exit(code); }
+__attribute__((weak)) int _close(int fd) { (void)fd; return -1; }
+__attribute__((weak)) int _read(int fd, char *buf, int len) { (void)fd; (void)buf; (void)len; return 0; }
+__attribute__((weak)) int _lseek(int fd, int off, int whence) { (void)fd; (void)off; (void)whence; return 0; }
+__attribute__((weak)) int _isatty(int fd) { return fd <= 2; }
+__attribute__((weak)) int _fstat(int fd, struct stat *st) {
+  (void)fd;
+  st->st_mode = S_IFCHR;
+  return 0;
+}
+__attribute__((weak)) int _getpid(void) { return 1; }
+__attribute__((weak)) int _kill(int pid, int sig) {
+  (void)pid;
+  (void)sig;
+  errno = EINVAL;
+  return -1;
+}

@@ -1,0 +1,74 @@
+"""Just enough ELF reading for size checks and architecture checks, no dependency."""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+EM_NAMES = {3: "x86", 40: "arm", 62: "x86_64", 183: "aarch64", 243: "riscv"}
+SHF_WRITE, SHF_ALLOC = 0x1, 0x2
+SHT_NOBITS = 8
+
+
+class ElfError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Section:
+    name: str
+    type: int
+    flags: int
+    addr: int
+    size: int
+
+
+@dataclass(frozen=True)
+class ElfInfo:
+    bits: int
+    machine: int
+    entry: int
+    sections: tuple[Section, ...]
+
+    @property
+    def arch(self) -> str:
+        return EM_NAMES.get(self.machine, f"machine {self.machine}")
+
+    def section(self, name: str) -> Section | None:
+        return next((s for s in self.sections if s.name == name), None)
+
+    def flash_bytes(self) -> int:
+        """What must be stored: every allocated section with contents (code, constants, .data image)."""
+        return sum(s.size for s in self.sections if s.flags & SHF_ALLOC and s.type != SHT_NOBITS)
+
+    def ram_bytes(self) -> int:
+        """What must fit in RAM: writable allocated sections (.data, .bss, the reserved stack)."""
+        return sum(s.size for s in self.sections if s.flags & SHF_ALLOC and s.flags & SHF_WRITE)
+
+
+def read(path: Path) -> ElfInfo:
+    data = path.read_bytes()
+    if data[:4] != b"\x7fELF":
+        raise ElfError(f"{path}: not an ELF file")
+    bits = 32 if data[4] == 1 else 64
+    end = "<" if data[5] == 1 else ">"
+    if bits == 32:
+        _, machine, _, entry, _, shoff, _, _, _, _, shentsize, shnum, shstrndx = struct.unpack_from(
+            end + "HHIIIIIHHHHHH", data, 16
+        )
+        fmt = end + "IIIIIIIIII"
+    else:
+        _, machine, _, entry, _, shoff, _, _, _, _, shentsize, shnum, shstrndx = struct.unpack_from(
+            end + "HHIQQQIHHHHHH", data, 16
+        )
+        fmt = end + "IIQQQQIIQQ"
+    raw = [struct.unpack_from(fmt, data, shoff + i * shentsize) for i in range(shnum)]
+    strtab_off, strtab_size = (raw[shstrndx][4], raw[shstrndx][5]) if raw else (0, 0)
+    names = data[strtab_off : strtab_off + strtab_size]
+
+    def name(off: int) -> str:
+        return names[off : names.index(b"\0", off)].decode(errors="replace")
+
+    sections = tuple(Section(name(r[0]), r[1], r[2], r[3], r[5]) for r in raw)
+    return ElfInfo(bits, machine, entry, sections)

@@ -1,0 +1,95 @@
+"""QEMU transports: a fresh emulator process per binary, nothing left running.
+
+`qemu-system` runs bare-metal Cortex-M images with semihosting output and
+`-icount` so that run time and latency figures are the same on every run.
+`qemu-user` runs Linux ARM binaries locally (`--device=qemu`), called
+explicitly with the cross sysroot rather than relying on binfmt_misc.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from pytest_ondevice.protocol import RunEnd
+
+from . import Deployed, InfrastructureError, OnBytes, Transport
+from ._proc import run_streaming
+
+INSTALL_HINT = "install QEMU: apt-get install qemu-system-arm qemu-user (or run scripts/setup.sh)"
+
+
+def _find(binary: str) -> str:
+    path = shutil.which(binary)
+    if path is None:
+        raise InfrastructureError(f"{binary} not found; {INSTALL_HINT}")
+    return path
+
+
+class _LocalFileTransport(Transport):
+    """The emulator reads the artifact where the build left it: deploy is a no-op."""
+
+    default_binary = ""
+
+    @classmethod
+    def status(cls, options: dict) -> str:
+        binary = options.get("binary", cls.default_binary)
+        path = shutil.which(binary)
+        return f"found: {binary}" if path else f"missing: {binary} ({INSTALL_HINT})"
+
+    def deploy(self, artifact: Path, sha256: str) -> Deployed:
+        return Deployed(str(artifact), sha256, pushed=False)
+
+
+class QemuSystemTransport(_LocalFileTransport):
+    name = "qemu-system"
+    default_binary = "qemu-system-arm"
+
+    def open(self) -> None:
+        self.qemu = _find(self.options.get("binary", self.default_binary))
+        if "machine" not in self.options:
+            raise InfrastructureError(f"{self.board.path}: missing key 'transport.machine'")
+
+    def argv(self, image: str) -> list[str]:
+        o = self.options
+        argv = [self.qemu, "-M", o["machine"], "-display", "none", "-monitor", "none", "-nodefaults"]
+        if "cpu" in o:
+            argv += ["-cpu", o["cpu"]]
+        argv += [
+            "-chardev",
+            "stdio,id=out0",
+            "-semihosting-config",
+            "enable=on,target=native,chardev=out0",
+            "-serial",
+            "null",
+        ]
+        if o.get("icount_shift") is not None:
+            argv += ["-icount", f"shift={int(o['icount_shift'])}"]
+        return [*argv, *o.get("extra_args", []), "-kernel", image]
+
+    def run(self, deployed: Deployed, args: list[str], timeout: float, on_bytes: OnBytes) -> RunEnd:
+        end = run_streaming(self.argv(deployed.path), timeout, on_bytes)
+        if end.signal == "SIGABRT":
+            # QEMU aborts when the CPU cannot even take the fault (bad SP or vector table)
+            end.fault = "lockup: the CPU could not take a fault (QEMU aborted; see the device log)"
+            end.signal = None
+        return end
+
+
+class QemuUserTransport(_LocalFileTransport):
+    name = "qemu-user"
+    default_binary = "qemu-aarch64"
+
+    def open(self) -> None:
+        self.qemu = _find(self.options.get("binary", self.default_binary))
+
+    def run(self, deployed: Deployed, args: list[str], timeout: float, on_bytes: OnBytes) -> RunEnd:
+        argv = [self.qemu]
+        sysroot = self.options.get("sysroot")
+        if sysroot:
+            argv += ["-L", sysroot]
+        if "cpu" in self.options:
+            argv += ["-cpu", self.options["cpu"]]
+        path = Path(deployed.path)
+        # a guest signal kills QEMU with the same signal, so SIGSEGV reads as SIGSEGV
+        return run_streaming([*argv, str(path), *args], timeout, on_bytes, cwd=path.parent)
