@@ -84,7 +84,15 @@ def _candidates(tc):
 def _available(argv: tuple[str, ...]) -> bool:
     if argv[0] == sys.executable and argv[1:3] == ("-m", "ziglang"):
         return zig_installed()
-    return shutil.which(argv[0]) is not None
+    if shutil.which(argv[0]) is None:
+        return False
+    if any(a.startswith("--target=") for a in argv):  # clang: does it know this target?
+        probe = [*argv, "-x", "c", "-fsyntax-only", "-"]
+        try:
+            return subprocess.run(probe, input=b"", capture_output=True, timeout=60).returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+    return True
 
 
 def zig_installed() -> bool:

@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(
   build-essential                       # host board: cc, c++, ar
+  clang llvm                            # the clang fallback of every board (clang --target=...)
   python3-venv
   qemu-system-arm qemu-user             # bare-metal Cortex-M boards; Linux ARM boards locally
   gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from conftest import build_report
 
@@ -9,6 +11,7 @@ from pytest_ondevice.board import BoardRegistry
 from pytest_ondevice.elf import read
 
 pytestmark = pytest.mark.slow
+RUNTIME = Path(__file__).resolve().parent.parent / "boards" / "runtime" / "cortex-m"
 
 BOARDS = [
     # board, --device, ELF machine, address of the vector table (bare metal only)
@@ -224,6 +227,21 @@ def test_missing_cross_toolchain_names_package_and_pip_alternative(project, monk
     assert "apt-get install gcc-riscv99-linux-gnu or pip install ziglang" in text
 
 
+def test_clang_is_the_fallback_when_the_gnu_triple_is_missing(project):
+    project.write(
+        "boards/rpi-clang.toml",
+        'extends = "rpi"\n[toolchain]\ngnu = "no-such-triple"\n',
+    )
+    project.pytester.makeini(f"[pytest]\nondevice_build_dir = {project.path / '_build'}\nondevice_boards = boards\n")
+    project.copy_examples()
+    result = project.run("examples", "--device=qemu", board="rpi-clang")
+    result.assert_outcomes(passed=8)
+    binary = next((project.path / "_build" / "rpi-clang" / "bin").rglob("fully_connected_test"))
+    info = read(binary)
+    assert info.arch == "aarch64"
+    assert b"clang version" in binary.read_bytes()  # .comment names the compiler
+
+
 def test_zig_cross_compiles_when_no_gnu_toolchain_is_installed(project):
     """The macOS-laptop path: no vendor toolchain, just the ziglang wheel."""
     project.write(
@@ -238,3 +256,22 @@ def test_zig_cross_compiles_when_no_gnu_toolchain_is_installed(project):
     result.stdout.fnmatch_lines(["*crashed: killed by SIGSEGV while this case was running*"])
     binary = next((project.path / "_build" / "rpi-zig" / "bin").rglob("fault_test"))
     assert read(binary).arch == "aarch64"
+
+
+def test_output_through_the_usart_instead_of_semihosting(project):
+    """A board's runtime can swap one piece: here the output goes through USART1."""
+    project.write(
+        "boards/bluepill-qemu-uart.toml",
+        'extends = "bluepill-qemu"\n[toolchain]\nruntime = ['
+        + ", ".join(
+            f'"{RUNTIME}/{name}"'
+            for name in ("vectors.c", "startup.c", "fault.c", "semihosting.c", "syscalls.c", "uart_stm32.c")
+        )
+        + ']\n[transport]\noutput = "uart"\n',
+    )
+    project.pytester.makeini(f"[pytest]\nondevice_build_dir = {project.path / '_build'}\nondevice_boards = boards\n")
+    project.copy_examples()
+    result = project.run("examples", board="bluepill-qemu-uart")
+    result.assert_outcomes(passed=8)
+    binary = next((project.path / "_build" / "bluepill-qemu-uart" / "bin").rglob("fully_connected_test.elf"))
+    assert b"uart_init" in binary.read_bytes()  # the UART piece is linked, not semihosting output

@@ -55,14 +55,12 @@ class QemuSystemTransport(_LocalFileTransport):
         argv = [self.qemu, "-M", o["machine"], "-display", "none", "-monitor", "none", "-nodefaults"]
         if "cpu" in o:
             argv += ["-cpu", o["cpu"]]
-        argv += [
-            "-chardev",
-            "stdio,id=out0",
-            "-semihosting-config",
-            "enable=on,target=native,chardev=out0",
-            "-serial",
-            "null",
-        ]
+        if o.get("output", "semihosting") == "uart":
+            # the first UART and semihosting (for the exit status) share one stream
+            argv += ["-chardev", "stdio,mux=on,id=out0", "-serial", "chardev:out0"]
+        else:
+            argv += ["-chardev", "stdio,id=out0", "-serial", "null"]
+        argv += ["-semihosting-config", "enable=on,target=native,chardev=out0"]
         if o.get("icount_shift") is not None:
             argv += ["-icount", f"shift={int(o['icount_shift'])}"]
         return [*argv, *o.get("extra_args", []), "-kernel", image]
