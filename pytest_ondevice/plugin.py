@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from .board import BoardRegistry
-from .items import OnDeviceFile
+from .items import DeviceInfrastructureError, OnDeviceFile
 from .runner import OnDeviceSession, Settings
 from .schema import ConfigError
 
@@ -66,6 +66,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("ondevice_files", "glob patterns of C/C++ test sources", default=DEFAULT_FILES)
     parser.addini("ondevice_timeout", "default device timeout in seconds", default="")
     parser.addini("ondevice_build_dir", "where builds and device logs go", default="")
+    parser.addini("ondevice_retries", "extra attempts after a dropped device connection", default="1")
+    parser.addini("ondevice_ssh_config", "an ssh_config file to use instead of ~/.ssh/config", default="")
+    parser.addini(
+        "ondevice_ssh_accept_new_host_keys",
+        "trust the first host key a device offers (OpenSSH's accept-new); a changed key is still refused",
+        type="bool",
+        default=False,
+    )
     parser.addini(
         "ondevice_boards",
         "directories with the project's own board files",
@@ -117,12 +125,23 @@ def pytest_configure(config: pytest.Config) -> None:
         cli_timeout=config.getoption("device_timeout"),
         ini_timeout=float(ini_timeout) if ini_timeout else None,
         build_only=config.getoption("build_only"),
+        retries=int(config.getini("ondevice_retries")),
+        transport_options=_transport_options(config),
     )
     live = None
     if config.getoption("device_log") == "live" or config.getoption("capture") == "no":
         live = _live_writer(config)
     config.stash[SESSION_KEY] = OnDeviceSession(settings, reg, live)
     config.addinivalue_line("markers", "ondevice: a C/C++ test case run on a device")
+
+
+def _transport_options(config: pytest.Config) -> dict:
+    options: dict = {}
+    if config.getini("ondevice_ssh_config"):
+        options["ssh_config"] = str(config.rootpath / config.getini("ondevice_ssh_config"))
+    if config.getini("ondevice_ssh_accept_new_host_keys"):
+        options["accept_new_host_keys"] = True
+    return options
 
 
 def _live_writer(config: pytest.Config):
@@ -162,14 +181,26 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     ondevice.prebuild(list(specs.values()))
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = yield
+    if call.excinfo is not None and isinstance(call.excinfo.value, DeviceInfrastructureError):
+        report.longrepr = str(call.excinfo.value)  # the cause, not a traceback of our plumbing
+    return report
+
+
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     ondevice = config.stash.get(SESSION_KEY, None)
-    if ondevice is None or not ondevice.builder.stats.summary:
+    if ondevice is None:
         return
     stats = ondevice.builder.stats
     if stats.compiled or stats.reused or stats.linked or stats.link_reused:
+        deploy = ""
+        if ondevice.pushed or ondevice.push_skipped:
+            deploy = f"; {ondevice.pushed} pushed, {ondevice.push_skipped} already on the device"
         terminalreporter.write_line(
-            f"ondevice build: {stats.summary()}; {ondevice.runs} binaries run; logs in {ondevice.settings.build_root}"
+            f"ondevice build: {stats.summary()}; {ondevice.runs} binaries run{deploy}; "
+            f"logs in {ondevice.settings.build_root}"
         )
 
 

@@ -25,14 +25,15 @@ MAX_LINE_CHARS = 500
 
 _V1_START = re.compile(r"Testing (\S+)$")
 _V1_TALLY = re.compile(r"(\d+)/(\d+) tests passed$")
-_V1_FAILURE = re.compile(r" failed at \S+:\d+|^FAIL: ")
+_V1_FAILURE = re.compile(r" failed at .+:\d+(?: \(|$)|^FAIL: ")
 _V2_RUN = re.compile(r"\[ RUN      \] (\S+)$")
 _V2_OK = re.compile(r"\[       OK \] (\S+)")
 _V2_FAILED = re.compile(r"\[  FAILED  \] (?!\d+ tests?[,.])(\S+)")
 _V2_SKIPPED = re.compile(r"\[  SKIPPED \] (?!\d+ tests?[,.])(\S+)")
 _V2_SUMMARY = re.compile(r"\[==========\] (\d+) tests? ran")
-_V2_FAILURE = re.compile(r"^\S+:\d+: Failure$")
-_LOCATION = re.compile(r"(\S+):(\d+)")
+_V2_FAILURE = re.compile(r"^.+:\d+: Failure$")
+# "... failed at FILE:LINE (A vs B)", "FAIL: ... at FILE:LINE", "FILE:LINE: Failure"; FILE may hold spaces
+_LOCATION = re.compile(r"(?: at |^)(.+?):(\d+)(?: \(.*\)|: Failure)?$")
 
 
 class Outcome(StrEnum):
@@ -345,7 +346,7 @@ def _exit_note(end: RunEnd) -> str:
 
 def _first_location(failures: list[str]) -> tuple[str, int] | None:
     for line in failures:
-        m = _LOCATION.search(line.rsplit(" at ", 1)[-1]) if " at " in line else _LOCATION.match(line)
+        m = _LOCATION.search(line[line.rindex(" at ") :] if " at " in line else line)
         if m:
             return m.group(1), int(m.group(2))
     return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import dirconfig, toolchain
@@ -59,6 +59,8 @@ class Settings:
     cli_timeout: float | None = None
     ini_timeout: float | None = None
     build_only: bool = False
+    retries: int = 1  # extra attempts after a dropped connection
+    transport_options: dict = field(default_factory=dict)  # session-wide (ini) transport settings
 
 
 class OnDeviceSession:
@@ -76,6 +78,9 @@ class OnDeviceSession:
         self._builds: dict[tuple[str, Path], Future] = {}
         self._results: dict[tuple[str, Path], BinaryResult] = {}
         self._transports: dict[str, Transport] = {}
+        self._unreachable: dict[str, str] = {}
+        self.pushed = 0
+        self.push_skipped = 0
         self._lock = threading.Lock()
         self.runs = 0
 
@@ -130,21 +135,46 @@ class OnDeviceSession:
         if self.settings.build_only:
             return BinaryResult(artifact=artifact)
         log_path = self.settings.build_root / spec.board.name / "logs" / f"{spec.rel}.log"
-        parser = TestOutputParser()
-        log = DeviceLog(log_path, spec.board.name, parser.feed_line, self.live)
-        try:
-            transport = self._transport(spec.board)
-            deployed = transport.deploy(artifact.path, artifact.sha256)
-            self.runs += 1
-            end = transport.run(deployed, [], timeout, log.feed)
-        except InfrastructureError as e:
-            log.close()
-            return BinaryResult(infra_error=str(e), log_path=log_path, artifact=artifact)
-        log.close(end)
-        verdicts = parser.verdicts(list(spec.cases), end)
-        return BinaryResult(verdicts, None, None, log_path, end, artifact, timeout)
+        attempts = 1 + max(0, self.settings.retries)
+        lost = ""  # why the previous attempt was cut short
+        for attempt in range(1, attempts + 1):
+            parser = TestOutputParser()
+            log = DeviceLog(log_path, spec.board.name, parser.feed_line, self.live)
+            try:
+                transport = self._transport(spec.board)
+                deployed = transport.deploy(artifact.path, artifact.sha256)
+                self._count_deploy(deployed.pushed)
+                self.runs += 1
+                end = transport.run(deployed, [], timeout, log.feed)
+            except InfrastructureError as e:
+                log.close()
+                message = f"{lost}; then, on attempt {attempt}: {e}" if lost else str(e)
+                if e.retryable and attempt < attempts:  # a dropped connection: reconnect, run again
+                    lost = str(e)
+                    try:
+                        self._transport(spec.board).reopen()
+                        continue
+                    except InfrastructureError as again:
+                        message = f"{lost}; then, reconnecting: {again}"
+                if e.retryable:
+                    self._forget_transport(spec.board)
+                return BinaryResult(infra_error=message, log_path=log_path, artifact=artifact)
+            log.close(end)
+            verdicts = parser.verdicts(list(spec.cases), end)
+            return BinaryResult(verdicts, None, None, log_path, end, artifact, timeout)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _count_deploy(self, pushed: bool | None) -> None:
+        if pushed is True:
+            self.pushed += 1
+        elif pushed is False:
+            self.push_skipped += 1
 
     def _transport(self, board: Board) -> Transport:
+        """One open transport per board per session; a device that could not be reached stays so."""
+        broken = self._unreachable.get(board.name)
+        if broken is not None:
+            raise InfrastructureError(broken)
         transport = self._transports.get(board.name)
         if transport is None:
             table = board.transport
@@ -154,11 +184,21 @@ class OnDeviceSession:
                     raise InfrastructureError(f"board {board.name} has no [emulator] for --device=qemu")
                 table, device = board.emulator, None
             cls = load_transport(table["name"])
-            options = {k: v for k, v in table.items() if k != "name"}
+            options = {**self.settings.transport_options, **{k: v for k, v in table.items() if k != "name"}}
             transport = cls(board, device, options)
-            transport.open()
+            try:
+                transport.open()
+            except InfrastructureError as e:
+                if not e.retryable:
+                    self._unreachable[board.name] = str(e)
+                raise
             self._transports[board.name] = transport
         return transport
+
+    def _forget_transport(self, board: Board) -> None:
+        transport = self._transports.pop(board.name, None)
+        if transport is not None:
+            transport.close()
 
     def close(self) -> None:
         self._build_pool.shutdown(wait=True, cancel_futures=True)

@@ -23,11 +23,14 @@ BUILTIN = {
     "local": "pytest_ondevice.transports.local:LocalTransport",
     "qemu-system": "pytest_ondevice.transports.qemu:QemuSystemTransport",
     "qemu-user": "pytest_ondevice.transports.qemu:QemuUserTransport",
+    "ssh": "pytest_ondevice.transports.ssh:SshTransport",
 }
 
 
 class InfrastructureError(Exception):
     """The device or the way to it failed (down, refused, dropped): not the test's fault."""
+
+    retryable = False  # True: a fresh connection may well succeed (a dropped link)
 
 
 @dataclass(frozen=True)
@@ -36,7 +39,7 @@ class Deployed:
 
     path: str
     sha256: str
-    pushed: bool  # False when the device already held this content
+    pushed: bool | None  # False: the device already held this content; None: nothing to push
 
 
 class Transport(ABC):
@@ -63,6 +66,11 @@ class Transport(ABC):
     @abstractmethod
     def run(self, deployed: Deployed, args: list[str], timeout: float, on_bytes: OnBytes) -> RunEnd:
         """Run to completion or timeout, streaming output to on_bytes as it arrives."""
+
+    def reopen(self) -> None:
+        """Connect again after a dropped connection, cleaning up what the lost one left."""
+        self.close()
+        self.open()
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release the device; remove scratch files; never raise."""

@@ -14,7 +14,7 @@ class LocalTransport(Transport):
     name = "local"
 
     def deploy(self, artifact: Path, sha256: str) -> Deployed:
-        return Deployed(str(artifact), sha256, pushed=False)
+        return Deployed(str(artifact), sha256, pushed=None)
 
     def run(self, deployed: Deployed, args: list[str], timeout: float, on_bytes: OnBytes) -> RunEnd:
         path = Path(deployed.path)

@@ -38,7 +38,7 @@ class _LocalFileTransport(Transport):
         return f"found: {binary}" if path else f"missing: {binary} ({INSTALL_HINT})"
 
     def deploy(self, artifact: Path, sha256: str) -> Deployed:
-        return Deployed(str(artifact), sha256, pushed=False)
+        return Deployed(str(artifact), sha256, pushed=None)
 
 
 class QemuSystemTransport(_LocalFileTransport):

@@ -1,0 +1,209 @@
+"""A throwaway OpenSSH server on loopback: the "Raspberry Pi" of the SSH tests.
+
+A real `sshd` (Debian's openssh-server) with its own host key, config and
+authorized key, started in the foreground and stopped by the test; no system
+service is touched. When run as root the device account is a dedicated plain
+user (`/bin/sh`, no shell rc files); otherwise it is the current user.
+
+The device runs aarch64 binaries through binfmt_misc: an entry of our own that
+hands aarch64 ELF files to `qemu-aarch64` (registered while the tests run,
+removed afterwards). Where binfmt_misc cannot be used, `exec_wrapper` names the
+fallback: the SSH transport's option to put `qemu-aarch64` before each binary.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+SSHD = "/usr/sbin/sshd"
+DEVICE_USER = "ondevice-pi"
+BINFMT_DIR = Path("/proc/sys/fs/binfmt_misc")
+BINFMT_NAME = "ondevice-test-aarch64"
+AARCH64_MAGIC = r"\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\xb7\x00"
+AARCH64_MASK = r"\xff\xff\xff\xff\xff\xff\xff\x00\xff\xff\xff\xff\xff\xff\xff\xff\xfe\xff\xff\xff"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _keygen(path: Path) -> None:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+
+
+def device_user() -> str:
+    if os.geteuid() != 0:
+        return getpass.getuser()
+    try:
+        pwd.getpwnam(DEVICE_USER)
+    except KeyError:
+        subprocess.run(["useradd", "--create-home", "--shell", "/bin/sh", DEVICE_USER], check=True, capture_output=True)
+    # '*': no password, but not locked ('!' is refused for key logins with UsePAM no)
+    subprocess.run(["usermod", "-p", "*", DEVICE_USER], check=True, capture_output=True)
+    return DEVICE_USER
+
+
+def enable_binfmt_aarch64() -> bool:
+    """Let the device exec aarch64 ELF files directly; False where the kernel won't."""
+    qemu = shutil.which("qemu-aarch64")
+    if qemu is None or os.geteuid() != 0:
+        return False
+    if not (BINFMT_DIR / "register").exists():
+        subprocess.run(["mount", "-t", "binfmt_misc", "binfmt_misc", str(BINFMT_DIR)], capture_output=True)
+    if (BINFMT_DIR / BINFMT_NAME).exists():
+        return True
+    try:
+        (BINFMT_DIR / "register").write_text(f":{BINFMT_NAME}:M::{AARCH64_MAGIC}:{AARCH64_MASK}:{qemu}:\n")
+    except OSError:
+        return False
+    return (BINFMT_DIR / BINFMT_NAME).exists()
+
+
+def disable_binfmt_aarch64() -> None:
+    entry = BINFMT_DIR / BINFMT_NAME
+    if entry.exists():
+        try:
+            entry.write_text("-1\n")
+        except OSError:
+            pass
+
+
+@dataclass
+class Sshd:
+    """A running sshd plus the client files a user would have (~/.ssh/config, known_hosts)."""
+
+    root: Path
+    port: int
+    user: str
+    alias: str
+    proc: subprocess.Popen | None = None
+
+    @property
+    def ssh_config(self) -> Path:
+        return self.root / "ssh_config"
+
+    @property
+    def known_hosts(self) -> Path:
+        return self.root / "known_hosts"
+
+    @property
+    def client_key(self) -> Path:
+        return self.root / "client_key"
+
+    @classmethod
+    def create(cls, root: Path, alias: str = "testpi") -> Sshd:
+        root.mkdir(parents=True, exist_ok=True)
+        root.chmod(0o755)
+        server = cls(root, free_port(), device_user(), alias)
+        _keygen(root / "host_key")
+        _keygen(server.client_key)
+        auth = root / "authorized_keys"
+        auth.write_text((root / "client_key.pub").read_text())
+        auth.chmod(0o644)
+        (root / "sshd_config").write_text(
+            f"""Port {server.port}
+ListenAddress 127.0.0.1
+HostKey {root / "host_key"}
+PidFile {root / "sshd.pid"}
+AuthorizedKeysFile {auth}
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PubkeyAuthentication yes
+PermitRootLogin prohibit-password
+UsePAM no
+StrictModes no
+AllowUsers {server.user}
+Subsystem sftp internal-sftp
+LogLevel ERROR
+"""
+        )
+        server.write_client_files()
+        return server
+
+    def write_client_files(self) -> None:
+        """What `~/.ssh/config` and `known_hosts` hold on a user's machine."""
+        self.ssh_config.write_text(
+            f"""Host {self.alias}
+    HostName 127.0.0.1
+    Port {self.port}
+    User {self.user}
+    IdentityFile {self.client_key}
+    UserKnownHostsFile {self.known_hosts}
+"""
+        )
+        host_pub = (self.root / "host_key.pub").read_text().split()
+        self.known_hosts.write_text(f"[127.0.0.1]:{self.port} {host_pub[0]} {host_pub[1]}\n")
+
+    def start(self) -> Sshd:
+        Path("/run/sshd").mkdir(exist_ok=True)
+        log = open(self.root / "sshd.log", "ab")  # noqa: SIM115 - lives as long as sshd
+        self.proc = subprocess.Popen(
+            [SSHD, "-D", "-e", "-f", str(self.root / "sshd_config")],
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"sshd exited: {(self.root / 'sshd.log').read_text()}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return self
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("sshd did not start listening")
+
+    def kill(self) -> None:
+        """Kill sshd and every session it serves: the device drops off the network."""
+        if self.proc is None:
+            return
+        self.drop_connections()
+        self.proc.kill()
+        self.proc.wait()
+        self.proc = None
+
+    def drop_connections(self) -> None:
+        """Kill the sessions but not the listener: a network blip."""
+        if self.proc is not None:
+            for pid in _descendants(self.proc.pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+    def ps(self) -> str:
+        """The device account's processes, as `ps` on the device shows them."""
+        out = subprocess.run(["ps", "-u", self.user, "-o", "pid=,stat=,args="], capture_output=True, text=True)
+        # zombies are already dead, waiting for their parent to reap them
+        return "".join(line + "\n" for line in out.stdout.splitlines() if not line.split()[1].startswith("Z"))
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        for c in children.get(p, []):
+            out.append(c)
+            todo.append(c)
+    return out

@@ -1,0 +1,254 @@
+"""The SSH transport against a real OpenSSH sshd on loopback running real aarch64 binaries."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+# imported here, not first inside an in-process pytester run: pytester drops the modules a
+# run imported, and cryptography's native module cannot be imported a second time
+import fabric  # noqa: F401
+import paramiko  # noqa: F401
+import pytest
+from conftest import build_report
+from support.sshd import Sshd, disable_binfmt_aarch64, enable_binfmt_aarch64
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def board_for_device():
+    """`rpi` itself when the device can exec aarch64 ELF files (binfmt_misc); otherwise our
+    documented fallback: the same board with qemu-aarch64 as its exec_wrapper."""
+    if enable_binfmt_aarch64():
+        yield "rpi", ""
+        disable_binfmt_aarch64()
+    else:
+        yield "rpi-wrapped", 'extends = "rpi"\n[transport]\nexec_wrapper = "qemu-aarch64"\n'
+
+
+@pytest.fixture
+def sshd():
+    # not under pytest's 0700 tmp tree: sshd reads authorized_keys as the device user
+    root = Path(tempfile.mkdtemp(prefix="ondevice-sshd-"))
+    server = Sshd.create(root).start()
+    yield server
+    server.kill()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def pi(project, sshd, board_for_device):
+    """A project whose ssh_config knows the loopback "Pi" as `testpi`."""
+    board, board_file = board_for_device
+    lines = [
+        "[pytest]",
+        f"ondevice_build_dir = {project.path / '_build'}",
+        f"ondevice_ssh_config = {sshd.ssh_config}",
+    ]
+    if board_file:
+        project.write(f"boards/{board}.toml", board_file)
+        lines.append("ondevice_boards = boards")
+    project.pytester.makeini("\n".join(lines) + "\n")
+    project.sshd = sshd
+    project.board = board
+    return project
+
+
+def run(pi, *args):
+    return pi.run(f"--device={pi.sshd.alias}", *args, board=pi.board)
+
+
+def test_examples_pass_over_ssh_and_rerun_pushes_nothing(pi):
+    before = _scratch_dirs(pi)
+    pi.copy_examples()
+    first = run(pi, "examples", "-v")
+    first.assert_outcomes(passed=8)
+    first.stdout.fnmatch_lines(
+        [f"*depthwise_conv_test.c::SimpleTestQuantized[[]{pi.board}[]] PASSED*", "*2 pushed, 0 already on the device*"]
+    )
+    again = run(pi, "examples")
+    again.assert_outcomes(passed=8)
+    again.stdout.fnmatch_lines(["*0 pushed, 2 already on the device*"])
+    assert build_report(again)["compiled"] == 0
+    # the sessions' scratch dirs are gone; the hash-named cache stays
+    assert _scratch_dirs(pi) == before
+    assert len(list(Path(f"/tmp/ondevice-cache-{pi.sshd.user}").iterdir())) >= 2
+
+
+def _scratch_dirs(pi) -> set[str]:
+    return {p.name for p in Path("/tmp").glob("ondevice-session.*") if p.owner() == pi.sshd.user}
+
+
+CASES = """
+    #include <stdio.h>
+    #include <unistd.h>
+    #include "micro_test.h"
+    TF_LITE_MICRO_TESTS_BEGIN
+    TF_LITE_MICRO_TEST(Passes) { TF_LITE_MICRO_EXPECT_EQ(2, 1 + 1); }
+    TF_LITE_MICRO_TEST(Fails) { int acc = 3; TF_LITE_MICRO_EXPECT_EQ(acc, 4); }
+    TF_LITE_MICRO_TEST(CleanEnvironment) {
+      TF_LITE_MICRO_EXPECT(getenv("SSH_CONNECTION") == NULL);
+    }
+    TF_LITE_MICRO_TESTS_END
+"""
+
+
+def test_pass_fail_and_a_clean_environment(pi):
+    pi.write("cases_test.c", CASES)
+    result = run(pi, "-v")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*acc == 4 failed at cases_test.c:7 (3 vs 4)*"])
+
+
+def test_remote_sigsegv_is_a_crash_naming_sigsegv(pi):
+    pi.write(
+        "crash_test.c",
+        """
+        #include "micro_test.h"
+        TF_LITE_MICRO_TESTS_BEGIN
+        TF_LITE_MICRO_TEST(Crashes) { volatile int *p = 0; *p = 1; }
+        TF_LITE_MICRO_TEST(After) { TF_LITE_MICRO_EXPECT(1); }
+        TF_LITE_MICRO_TESTS_END
+        """,
+    )
+    result = run(pi)
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*crashed: killed by SIGSEGV while this case was running*"])
+
+
+def test_hang_is_killed_with_its_children_and_nothing_is_left_on_the_device(pi):
+    pi.write(
+        "hang_test.c",
+        """
+        #include <unistd.h>
+        #include "micro_test.h"
+        TF_LITE_MICRO_TESTS_BEGIN
+        TF_LITE_MICRO_TEST(Hangs) {
+          if (fork() == 0) { for (;;) sleep(1); }
+          for (;;) sleep(1);
+        }
+        TF_LITE_MICRO_TESTS_END
+        """,
+    )
+    start = time.monotonic()
+    result = run(pi, "--device-timeout=2")
+    assert time.monotonic() - start < 30
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*timed out after 2s while this case was running*"])
+    time.sleep(0.3)
+    assert "hang_test" not in pi.sshd.ps(), "the hung binary or its child survived on the device"
+
+
+def test_sshd_killed_mid_run_is_an_error_not_a_failure(pi):
+    pi.write(
+        "slow_test.c",
+        """
+        #include <unistd.h>
+        #include "micro_test.h"
+        TF_LITE_MICRO_TESTS_BEGIN
+        TF_LITE_MICRO_TEST(Slow) { MicroPrintf("started"); sleep(3); }
+        TF_LITE_MICRO_TESTS_END
+        """,
+    )
+    import threading
+
+    def kill_when_started():
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and "slow_test" not in pi.sshd.ps():
+            time.sleep(0.05)
+        pi.sshd.kill()
+
+    killer = threading.Thread(target=kill_when_started)
+    killer.start()
+    start = time.monotonic()
+    result = run(pi, "--device-timeout=20")
+    killer.join()
+    assert time.monotonic() - start < 20
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*connection lost while the binary ran; then, reconnecting:*cannot connect*"])
+
+
+def test_dropped_connection_is_retried_once_on_a_fresh_connection(pi):
+    marker = Path(tempfile.mkdtemp(prefix="ondevice-marker-")) / "first-attempt"
+    marker.parent.chmod(0o777)
+    pi.write(
+        "slow_test.c",
+        f"""
+        #include <fcntl.h>
+        #include <unistd.h>
+        #include "micro_test.h"
+        TF_LITE_MICRO_TESTS_BEGIN
+        TF_LITE_MICRO_TEST(Slow) {{
+          if (access("{marker}", F_OK) != 0) {{  /* the first attempt hangs until dropped */
+            close(open("{marker}", O_CREAT | O_WRONLY, 0644));
+            MicroPrintf("started");
+            sleep(60);
+          }}
+        }}
+        TF_LITE_MICRO_TESTS_END
+        """,
+    )
+    import threading
+
+    def drop_once():
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not marker.exists():  # the first attempt is under way
+            time.sleep(0.05)
+        pi.sshd.drop_connections()  # the listener stays: the device is back at once
+
+    dropper = threading.Thread(target=drop_once)
+    dropper.start()
+    result = run(pi, "--device-timeout=30")
+    dropper.join()
+    result.assert_outcomes(passed=1)
+    assert marker.exists()
+    time.sleep(0.3)
+    assert "slow_test" not in pi.sshd.ps(), "the first attempt's process was left running"
+    shutil.rmtree(marker.parent)
+
+
+def test_device_down_is_an_error_for_every_item(pi):
+    pi.write("cases_test.c", CASES)
+    pi.sshd.kill()
+    result = run(pi)
+    result.assert_outcomes(errors=3)
+    result.stdout.fnmatch_lines(["*cannot connect*"])
+
+
+def test_changed_host_key_is_refused_with_the_fix(pi, tmp_path):
+    other = Sshd.create(tmp_path / "other")
+    pi.sshd.known_hosts.write_text(
+        pi.sshd.known_hosts.read_text().split()[0]
+        + " "
+        + " ".join((other.root / "host_key.pub").read_text().split()[:2])
+        + "\n"
+    )
+    pi.write("cases_test.c", CASES)
+    result = run(pi)
+    result.assert_outcomes(errors=3)
+    result.stdout.fnmatch_lines(["*host key has CHANGED*ssh-keygen -R*"])
+
+
+def test_unknown_host_is_refused_unless_accept_new_is_set(pi):
+    pi.sshd.known_hosts.write_text("")
+    pi.write("cases_test.c", CASES)
+    refused = run(pi)
+    refused.assert_outcomes(errors=3)
+    refused.stdout.fnmatch_lines(["*unknown host key for*ondevice_ssh_accept_new_host_keys = true*"])
+    ini = (pi.path / "tox.ini").read_text()
+    (pi.path / "tox.ini").write_text(ini.rstrip("\n") + "\nondevice_ssh_accept_new_host_keys = true\n")
+    accepted = run(pi)
+    accepted.assert_outcomes(passed=2, failed=1)
+    assert f"[127.0.0.1]:{pi.sshd.port} ssh-ed25519" in pi.sshd.known_hosts.read_text()
+
+
+def test_file_names_with_spaces_and_shell_metacharacters(pi):
+    marker = pi.path / "INJECTED"
+    name = f"odd name; touch {marker} $(touch {marker})_test.c"
+    pi.write(name, CASES)
+    result = run(pi, "-v")
+    result.assert_outcomes(passed=2, failed=1)
+    assert not marker.exists()

@@ -1,0 +1,308 @@
+"""The `ssh` transport: a Linux board reached over SSH (Raspberry Pi, Jetson, ...).
+
+One Fabric/paramiko connection per device per session, reused for every push
+and exec. Host keys are verified against known_hosts (fabric alone would
+accept any key). Binaries go to a small hash-named cache on the device, so an
+unchanged binary is never pushed twice, and run from a per-session scratch
+directory that is removed at the end. Each run records its shell's pid (the
+session leader sshd made, so also the process group), which is how a timeout
+kills the binary and everything it started. Any failure of the connection is
+an InfrastructureError: the device is down, not the test wrong.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from pytest_ondevice.protocol import RunEnd
+
+from . import Deployed, InfrastructureError, OnBytes, Transport
+
+DEFAULT_SCRATCH_ROOT = "/tmp"
+DEFAULT_CACHE_ENTRIES = 64
+CONNECT_TIMEOUT = 10.0
+READ_SIZE = 65536
+
+
+class ConnectionLost(InfrastructureError):
+    """The connection dropped mid-run: worth one more try on a fresh connection."""
+
+    retryable = True
+
+
+class SshTransport(Transport):
+    name = "ssh"
+
+    @classmethod
+    def status(cls, options: dict[str, Any]) -> str:
+        try:
+            import fabric  # noqa: F401
+        except ImportError:
+            return "missing: pip install 'pytest-ondevice[ssh]'"
+        return "ready (fabric)"
+
+    def __init__(self, board: Any, device: str | None, options: dict[str, Any]) -> None:
+        super().__init__(board, device, options)
+        self.target = device or options.get("host")
+        self.conn: Any = None
+        self.scratch = ""
+        self._names: dict[str, str] = {}
+        self._runs = 0
+
+    # -- connection --------------------------------------------------------------
+    def open(self) -> None:
+        try:
+            import paramiko
+            from fabric import Config, Connection
+        except ImportError:
+            raise InfrastructureError("the ssh transport needs fabric: pip install 'pytest-ondevice[ssh]'") from None
+        if not self.target:
+            raise InfrastructureError(
+                f"board {self.board.name} has no SSH host: set transport.host in its file or pass --device"
+            )
+        ssh_config = self.options.get("ssh_config")
+        if ssh_config and not Path(ssh_config).is_file():
+            raise InfrastructureError(f"ssh config file {ssh_config} not found (ondevice_ssh_config)")
+        config = Config(runtime_ssh_path=str(ssh_config)) if ssh_config else Config()
+        timeout = float(self.options.get("connect_timeout", CONNECT_TIMEOUT))
+        conn = Connection(self.target, config=config, connect_timeout=timeout)
+        known = _known_hosts_files(conn.ssh_config)
+        client = conn.client
+        with contextlib.suppress(OSError):
+            client.load_system_host_keys()
+        for path in known:
+            if path.is_file():
+                client.load_host_keys(str(path))
+        if self.options.get("accept_new_host_keys"):
+            client.set_missing_host_key_policy(_AcceptNew(known[0] if known else None))
+        else:
+            client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        where = f"{conn.user}@{conn.host}:{conn.port}"
+        try:
+            conn.open()
+        except paramiko.BadHostKeyException as e:
+            raise InfrastructureError(
+                f"{where}: the host key has CHANGED (known {e.expected_key.get_name()} "
+                f"{e.expected_key.fingerprint}, offered {e.key.fingerprint}); this may be an attack, or the "
+                f"device was reinstalled. If you trust it: ssh-keygen -R '{_key_name(conn)}'"
+                f"{_file_flag(known)}"
+            ) from None
+        except paramiko.AuthenticationException as e:
+            raise InfrastructureError(
+                f"{where}: authentication failed ({e}); check the key (IdentityFile) or ssh-agent"
+            ) from None
+        except paramiko.SSHException as e:
+            if "not found in known_hosts" in str(e):
+                raise InfrastructureError(
+                    f"{where}: unknown host key for {_key_name(conn)} (not in "
+                    f"{', '.join(map(str, known)) or '~/.ssh/known_hosts'}). Check its fingerprint and add it "
+                    f"(ssh-keyscan -p {conn.port} {conn.host} >> {known[0] if known else '~/.ssh/known_hosts'}), "
+                    "or let a farm set-up accept new keys: ondevice_ssh_accept_new_host_keys = true"
+                ) from None
+            raise InfrastructureError(f"{where}: SSH failed: {e}") from None
+        except (OSError, EOFError) as e:
+            raise InfrastructureError(f"{where}: cannot connect: {e}") from None
+        self.conn = conn
+        self.where = where
+        transport = conn.client.get_transport()
+        sock = getattr(transport, "sock", None)
+        if isinstance(sock, socket.socket):  # without it every exec waits ~40 ms (Nagle + delayed ACK)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        _track_exit_signals(transport)
+        root = self.options.get("scratch_root", DEFAULT_SCRATCH_ROOT)
+        self.cache = f"{root}/ondevice-cache-{conn.user}"
+        out = self._exec(f"mkdir -p {shlex.quote(self.cache)} && mktemp -d {shlex.quote(root)}/ondevice-session.XXXXXX")
+        self.scratch = out.strip()
+        self.sftp = conn.sftp()
+
+    def _exec(self, command: str) -> str:
+        """A short housekeeping command; its failure is the device's, not the test's."""
+        try:
+            result = self.conn.run(command, hide=True, warn=True, in_stream=False)
+        except (OSError, EOFError) as e:
+            raise ConnectionLost(f"{self.where}: connection lost: {e}") from None
+        if result.exited != 0:
+            raise InfrastructureError(f"{self.where}: `{command}` failed: {result.stderr.strip()}")
+        return result.stdout
+
+    # -- deploy ------------------------------------------------------------------
+    def deploy(self, artifact: Path, sha256: str) -> Deployed:
+        cached = f"{self.cache}/{sha256}"
+        size = artifact.stat().st_size
+        try:
+            try:
+                hit = self.sftp.stat(cached).st_size == size
+            except FileNotFoundError:
+                hit = False
+            if hit:
+                self.sftp.utime(cached, None)  # most recently used: pruned last
+            else:
+                part = f"{cached}.part-{os.getpid()}"
+                self.sftp.put(str(artifact), part)
+                self.sftp.chmod(part, 0o755)
+                self.sftp.posix_rename(part, cached)
+                self._prune()
+            link = f"{self.scratch}/{self._name_for(artifact.name, sha256)}"
+            with contextlib.suppress(FileNotFoundError):
+                self.sftp.remove(link)
+            self.sftp.symlink(cached, link)
+        except OSError as e:
+            if not self.conn.is_connected:
+                raise ConnectionLost(f"{self.where}: connection lost while pushing {artifact.name}") from None
+            raise InfrastructureError(f"{self.where}: pushing {artifact.name} failed: {e}") from None
+        return Deployed(link, sha256, pushed=not hit)
+
+    def _name_for(self, name: str, sha256: str) -> str:
+        """Keep the binary's own name (argv[0]); two different binaries never share one."""
+        owner = self._names.setdefault(name, sha256)
+        return name if owner == sha256 else f"{name}-{sha256[:12]}"
+
+    def _prune(self) -> None:
+        keep = int(self.options.get("cache_entries", DEFAULT_CACHE_ENTRIES))
+        entries = sorted(self.sftp.listdir_attr(self.cache), key=lambda a: a.st_mtime or 0, reverse=True)
+        stale = [a for a in entries if ".part-" in a.filename and time.time() - (a.st_mtime or 0) > 3600]
+        done = [a for a in entries if ".part-" not in a.filename]
+        for attr in [*done[keep:], *stale]:
+            with contextlib.suppress(OSError):
+                self.sftp.remove(f"{self.cache}/{attr.filename}")
+
+    # -- run ---------------------------------------------------------------------
+    def run(self, deployed: Deployed, args: list[str], timeout: float, on_bytes: OnBytes) -> RunEnd:
+        self._runs += 1
+        pidfile = f"{self.scratch}/.pid-{self._runs}"
+        q = shlex.quote
+        env = f"env -i PATH=/usr/local/bin:/usr/bin:/bin HOME={q(self.scratch)} TMPDIR={q(self.scratch)}"
+        wrapper = self.options.get("exec_wrapper", "")
+        command = (
+            f"cd {q(self.scratch)} && echo $$ > {q(pidfile)} && "
+            f"exec {env} {wrapper} {q(deployed.path)} {' '.join(map(q, args))}"
+        )
+        transport = self.conn.client.get_transport()
+        start = time.monotonic()
+        try:
+            chan = transport.open_session()
+            chan.set_combine_stderr(True)
+            chan.exec_command(command)
+        except Exception as e:  # paramiko raises SSHException (or OSError) on a dead transport
+            raise ConnectionLost(f"{self.where}: connection lost starting the binary: {e}") from None
+        chan.settimeout(0.1)
+        end = RunEnd()
+        try:
+            while True:
+                try:
+                    data = chan.recv(READ_SIZE)
+                except TimeoutError:
+                    data = None
+                if data:
+                    on_bytes(data)
+                    continue
+                if data == b"":  # end of output
+                    break
+                if not transport.is_active():
+                    raise ConnectionLost(f"{self.where}: connection lost while the binary ran")
+                if time.monotonic() - start > timeout:
+                    self._kill_group(pidfile)
+                    end.timed_out = timeout
+                    break
+            if end.timed_out is None:
+                if not chan.status_event.wait(5.0):
+                    raise ConnectionLost(f"{self.where}: connection lost before the binary's exit status")
+                signal_name = getattr(chan, "ondevice_exit_signal", None)
+                if signal_name:
+                    end.signal = signal_name
+                elif chan.exit_status == -1:  # the channel closed without an exit status
+                    raise ConnectionLost(f"{self.where}: connection lost while the binary ran")
+                else:
+                    end.exit_code = chan.exit_status
+        except BaseException:
+            if end.timed_out is None and transport.is_active():  # Ctrl-C or our own error: leave nothing behind
+                with contextlib.suppress(Exception):
+                    self._kill_group(pidfile)
+            raise
+        finally:
+            chan.close()
+        end.duration = time.monotonic() - start
+        return end
+
+    def reopen(self) -> None:
+        """A fresh connection; then end what the lost one was running and remove its scratch dir."""
+        old_scratch, last_pidfile = self.scratch, f"{self.scratch}/.pid-{self._runs}"
+        with contextlib.suppress(Exception):
+            self.conn.close()
+        self.conn, self.scratch = None, ""
+        self.open()
+        if old_scratch:
+            with contextlib.suppress(InfrastructureError):
+                self._kill_group(last_pidfile)
+                self._exec(f"rm -rf {shlex.quote(old_scratch)}")
+
+    def _kill_group(self, pidfile: str) -> None:
+        q = shlex.quote(pidfile)
+        self._exec(f'pid=$(cat {q}) && kill -KILL "-$pid" 2>/dev/null; true')  # no "--": dash rejects it
+
+    def close(self) -> None:
+        if self.conn is None:
+            return
+        with contextlib.suppress(Exception):
+            if self.scratch:
+                self.conn.run(f"rm -rf {shlex.quote(self.scratch)}", hide=True, warn=True, in_stream=False)
+        with contextlib.suppress(Exception):
+            self.conn.close()
+        self.conn = None
+
+
+def _known_hosts_files(ssh_config: Any) -> list[Path]:
+    value = ssh_config.get("userknownhostsfile")
+    if not value:
+        return [Path("~/.ssh/known_hosts").expanduser()]
+    items = value if isinstance(value, list) else str(value).split()
+    return [Path(os.path.expanduser(v)) for v in items]
+
+
+def _key_name(conn: Any) -> str:
+    return conn.host if int(conn.port) == 22 else f"[{conn.host}]:{conn.port}"
+
+
+def _file_flag(known: list[Path]) -> str:
+    return f" -f {known[0]}" if known else ""
+
+
+class _AcceptNew:
+    """OpenSSH's StrictHostKeyChecking=accept-new: trust a first key, refuse a changed one."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+
+    def missing_host_key(self, client: Any, hostname: str, key: Any) -> None:
+        client.get_host_keys().add(hostname, key.get_name(), key)
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a") as f:
+                f.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+
+
+def _track_exit_signals(transport: Any) -> None:
+    """Record SSH "exit-signal" on the channel: paramiko drops it, and a crash must name its signal."""
+    from paramiko.common import MSG_CHANNEL_REQUEST
+
+    table = dict(transport._channel_handler_table)
+    original = table[MSG_CHANNEL_REQUEST]
+
+    def handle(chan: Any, m: Any) -> None:
+        pos = m.packet.tell()
+        if m.get_text() == "exit-signal":
+            m.get_boolean()  # want_reply
+            chan.ondevice_exit_signal = "SIG" + m.get_text()
+            chan.status_event.set()
+            return
+        m.packet.seek(pos)
+        original(chan, m)
+
+    table[MSG_CHANNEL_REQUEST] = handle
+    transport._channel_handler_table = table
