@@ -13,6 +13,7 @@ fallback: the SSH transport's option to put `qemu-aarch64` before each binary.
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import pwd
@@ -73,10 +74,8 @@ def enable_binfmt_aarch64() -> bool:
 def disable_binfmt_aarch64() -> None:
     entry = BINFMT_DIR / BINFMT_NAME
     if entry.exists():
-        try:
+        with contextlib.suppress(OSError):
             entry.write_text("-1\n")
-        except OSError:
-            pass
 
 
 @dataclass
@@ -178,10 +177,8 @@ LogLevel ERROR
         """Kill the sessions but not the listener: a network blip."""
         if self.proc is not None:
             for pid in _descendants(self.proc.pid):
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
 
     def ps(self) -> str:
         """The device account's processes, as `ps` on the device shows them."""
