@@ -76,7 +76,8 @@ class Builder:
     # -- public --------------------------------------------------------------
     def binary(self, board: Board, tc: ResolvedToolchain, cfg: DirConfig, source: Path, rel: str) -> Artifact:
         """Build one test binary; `rel` is the source's path relative to the project."""
-        flags, extra, _ = cfg.for_file(source)
+        settings = cfg.for_file(source)
+        flags, extra = settings.flags, settings.extra_sources
         out_dir = self.root / board.name
         archive = self._library(board, tc, cfg)
         runtime = [

@@ -24,7 +24,8 @@ _BUILD_KEYS = {
     "libs": list,
     "timeout": float,
 }
-SPEC = {"sources": list, **_BUILD_KEYS, "files": {"*": {**_BUILD_KEYS, "sources": list}}}
+_FILE_KEYS = {**_BUILD_KEYS, "data": list}  # data: files the test reads, pushed beside the binary
+SPEC = {"sources": list, **_FILE_KEYS, "files": {"*": {**_FILE_KEYS, "sources": list}}}
 
 
 @dataclass(frozen=True)
@@ -38,22 +39,31 @@ class BuildFlags:
 
 
 @dataclass(frozen=True)
+class FileSettings:
+    flags: BuildFlags
+    extra_sources: tuple[Path, ...]
+    timeout: float | None
+    data: tuple[Path, ...]
+
+
+@dataclass(frozen=True)
 class DirConfig:
     path: Path | None  # None: no ondevice.toml found
     root: Path  # paths in the file are relative to this directory
     sources: tuple[Path, ...] = ()  # the library, one archive per board
     flags: BuildFlags = BuildFlags()
     timeout: float | None = None
+    data: tuple[Path, ...] = ()
     files: dict[str, dict] = field(default_factory=dict, hash=False, compare=False)
 
-    def for_file(self, source: Path) -> tuple[BuildFlags, tuple[Path, ...], float | None]:
-        """Flags, extra sources and timeout for one test source, overrides applied."""
+    def for_file(self, source: Path) -> FileSettings:
+        """Flags, extra sources, timeout and data files for one test source, overrides applied."""
         over = self.files.get(source.name)
         if over is None:
             rel = _relative(source, self.root)
             over = self.files.get(rel, {})
         if not over:
-            return self.flags, (), self.timeout
+            return FileSettings(self.flags, (), self.timeout, self.data)
         flags = BuildFlags(
             self.flags.include_dirs + tuple(self._paths(over.get("include_dirs", []))),
             self.flags.defines + tuple(over.get("defines", [])),
@@ -63,7 +73,8 @@ class DirConfig:
             self.flags.libs + tuple(over.get("libs", [])),
         )
         extra = tuple(self._glob(over.get("sources", []), "files.sources"))
-        return flags, extra, over.get("timeout", self.timeout)
+        data = self.data + tuple(self._glob(over.get("data", []), "files.data"))
+        return FileSettings(flags, extra, over.get("timeout", self.timeout), data)
 
     def _paths(self, items: list[str]) -> list[Path]:
         return [(self.root / p).resolve() for p in items]
@@ -115,4 +126,5 @@ def load(path: Path | None, fallback_root: Path) -> DirConfig:
         tuple(cfg._paths(data.get("include_dirs", []))),
         *(tuple(data.get(k, [])) for k in ("defines", "cflags", "cxxflags", "ldflags", "libs")),
     )
-    return DirConfig(path, cfg.root, sources, flags, data.get("timeout"), data.get("files", {}))
+    files = tuple(cfg._glob(data.get("data", []), "data"))
+    return DirConfig(path, cfg.root, sources, flags, data.get("timeout"), files, data.get("files", {}))

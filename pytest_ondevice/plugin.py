@@ -131,8 +131,18 @@ def pytest_configure(config: pytest.Config) -> None:
     live = None
     if config.getoption("device_log") == "live" or config.getoption("capture") == "no":
         live = _live_writer(config)
-    config.stash[SESSION_KEY] = OnDeviceSession(settings, reg, live)
+    session = config.stash[SESSION_KEY] = OnDeviceSession(settings, reg, live)
+    if _runs_tests_here(config):  # connect while pytest collects and checks the build cache
+        session.connect([reg.get(name) for name in boards])
     config.addinivalue_line("markers", "ondevice: a C/C++ test case run on a device")
+
+
+def _runs_tests_here(config: pytest.Config) -> bool:
+    """False for --collect-only, --build-only and an xdist controller (its workers run the tests)."""
+    if config.getoption("collectonly") or config.getoption("build_only"):
+        return False
+    is_controller = bool(getattr(config.option, "numprocesses", None)) and not hasattr(config, "workerinput")
+    return not is_controller
 
 
 def _transport_options(config: pytest.Config) -> dict:
@@ -179,6 +189,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         if spec is not None:
             specs[spec.key] = spec
     ondevice.prebuild(list(specs.values()))
+    if ondevice.live is None and _runs_tests_here(session.config):
+        ondevice.run_ahead(list(specs.values()))  # live output stays in step with the items
 
 
 @pytest.hookimpl(wrapper=True)

@@ -76,13 +76,16 @@ class OnDeviceSession:
         self.builder = Builder(settings.build_root, settings.jobs, settings.rootdir)
         self._build_pool = ThreadPoolExecutor(max_workers=max(2, settings.jobs * 2))
         self._builds: dict[tuple[str, Path], Future] = {}
-        self._results: dict[tuple[str, Path], BinaryResult] = {}
+        self._runs: dict[tuple[str, Path], Future] = {}
+        self._run_pools: dict[str, ThreadPoolExecutor] = {}
+        self._consumed: set[tuple[str, Path]] = set()
         self._transports: dict[str, Transport] = {}
-        self._unreachable: dict[str, str] = {}
+        self._open: dict[str, Future] = {}
         self.pushed = 0
         self.push_skipped = 0
         self._lock = threading.Lock()
         self.runs = 0
+        self.stopping = threading.Event()  # set at session end: queued and running runs stop
 
     # -- building ------------------------------------------------------------
     def prebuild(self, specs: list[BinarySpec]) -> None:
@@ -108,28 +111,61 @@ class OnDeviceSession:
 
     def timeout_for(self, spec: BinarySpec) -> float:
         """Per-file override, then --device-timeout, then ini, then the board's default."""
-        _, _, file_timeout = self.dir_config(spec.source).for_file(spec.source)
+        file_timeout = self.dir_config(spec.source).for_file(spec.source).timeout
         for value in (file_timeout, self.settings.cli_timeout, self.settings.ini_timeout):
             if value is not None:
                 return float(value)
         return spec.board.timeout or DEFAULT_TIMEOUT
 
     # -- running -------------------------------------------------------------
+    def run_ahead(self, specs: list[BinarySpec]) -> None:
+        """Queue every run now, in item order: the device works while pytest reports.
+
+        Each board gets its own queue of `device_jobs` runs at a time (1 by default:
+        a device runs one binary at a time, so latency figures stay undisturbed)."""
+        for spec in specs:
+            self._result_future(spec)
+
+    def _result_future(self, spec: BinarySpec) -> Future:
+        with self._lock:
+            fut = self._runs.get(spec.key)
+            if fut is None:
+                pool = self._run_pools.get(spec.board.name)
+                if pool is None:
+                    jobs = int(spec.board.transport.get("device_jobs", 1))
+                    pool = self._run_pools[spec.board.name] = ThreadPoolExecutor(max_workers=max(1, jobs))
+                fut = self._runs[spec.key] = pool.submit(self._build_and_run, spec)
+            return fut
+
     def result(self, spec: BinarySpec) -> tuple[BinaryResult, bool]:
-        """The binary's result, and whether this call produced it (ran the binary)."""
+        """The binary's result, and whether this is its first consumer (who reports extras)."""
+        if spec.key in self._runs:
+            result = self._runs[spec.key].result()
+        else:  # not queued ahead (live output, xdist worker): run it here and now
+            with self._lock:
+                fut = self._runs.setdefault(spec.key, Future())
+                owner = not fut.done() and not fut.running() and fut.set_running_or_notify_cancel()
+            if owner:
+                try:
+                    fut.set_result(self._build_and_run(spec))
+                except BaseException as e:
+                    fut.set_exception(e)
+            result = fut.result()
         with self._lock:
-            cached = self._results.get(spec.key)
-        if cached is not None:
-            return cached, False
-        result = self._build_and_run(spec)
-        with self._lock:
-            self._results[spec.key] = result
-        return result, True
+            fresh = spec.key not in self._consumed
+            self._consumed.add(spec.key)
+        return result, fresh
 
     def _build_and_run(self, spec: BinarySpec) -> BinaryResult:
         try:
             artifact = self._build_future(spec).result()
             timeout = self.timeout_for(spec)
+            data = self.dir_config(spec.source).for_file(spec.source).data
+            if data and spec.board.kind == "baremetal":
+                raise ConfigError(
+                    f"{spec.rel} declares data files, but {spec.board.name} is bare metal and has no "
+                    "file system: embed the data in the binary (e.g. as a const array)"
+                )
         except (BuildError, SizeError, toolchain.ToolchainError, ConfigError) as e:
             return BinaryResult(build_error=str(e))
         if self.settings.build_only:
@@ -142,9 +178,8 @@ class OnDeviceSession:
             log = DeviceLog(log_path, spec.board.name, parser.feed_line, self.live)
             try:
                 transport = self._transport(spec.board)
-                deployed = transport.deploy(artifact.path, artifact.sha256)
+                deployed = transport.deploy(artifact.path, artifact.sha256, data)
                 self._count_deploy(deployed.pushed)
-                self.runs += 1
                 end = transport.run(deployed, [], timeout, log.feed)
             except InfrastructureError as e:
                 log.close()
@@ -165,43 +200,62 @@ class OnDeviceSession:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _count_deploy(self, pushed: bool | None) -> None:
-        if pushed is True:
-            self.pushed += 1
-        elif pushed is False:
-            self.push_skipped += 1
+        with self._lock:
+            self.runs += 1
+            if pushed is True:
+                self.pushed += 1
+            elif pushed is False:
+                self.push_skipped += 1
+
+    def connect(self, boards: list[Board]) -> None:
+        """Start connecting to every device now, while collection and build checks go on."""
+        for board in boards:
+            self._opening(board)
+
+    def _opening(self, board: Board) -> Future:
+        with self._lock:
+            fut = self._open.get(board.name)
+            if fut is None:
+                fut = self._open[board.name] = self._build_pool.submit(self._open_transport, board)
+            return fut
 
     def _transport(self, board: Board) -> Transport:
         """One open transport per board per session; a device that could not be reached stays so."""
-        broken = self._unreachable.get(board.name)
-        if broken is not None:
-            raise InfrastructureError(broken)
-        transport = self._transports.get(board.name)
-        if transport is None:
-            table = board.transport
-            device = self.settings.device
-            if device == "qemu" and not table["name"].startswith("qemu"):
-                if not board.emulator:
-                    raise InfrastructureError(f"board {board.name} has no [emulator] for --device=qemu")
-                table, device = board.emulator, None
-            cls = load_transport(table["name"])
-            options = {**self.settings.transport_options, **{k: v for k, v in table.items() if k != "name"}}
-            transport = cls(board, device, options)
-            try:
-                transport.open()
-            except InfrastructureError as e:
-                if not e.retryable:
-                    self._unreachable[board.name] = str(e)
-                raise
-            self._transports[board.name] = transport
+        return self._opening(board).result()
+
+    def _open_transport(self, board: Board) -> Transport:
+        table = board.transport
+        device = self.settings.device
+        if device == "qemu" and not table["name"].startswith("qemu"):
+            if not board.emulator:
+                raise InfrastructureError(f"board {board.name} has no [emulator] for --device=qemu")
+            table, device = board.emulator, None
+        cls = load_transport(table["name"])
+        options = {**self.settings.transport_options, **{k: v for k, v in table.items() if k != "name"}}
+        transport = cls(board, device, options)
+        if self.stopping.is_set():
+            transport.stop.set()
+        transport.open()
+        self._transports[board.name] = transport
         return transport
 
     def _forget_transport(self, board: Board) -> None:
+        with self._lock:
+            self._open.pop(board.name, None)
         transport = self._transports.pop(board.name, None)
         if transport is not None:
             transport.close()
 
     def close(self) -> None:
+        self.stopping.set()
+        for transport in list(self._transports.values()):
+            transport.stop.set()  # a run still going (run-ahead, Ctrl-C) ends now
+        for pool in self._run_pools.values():
+            pool.shutdown(wait=True, cancel_futures=True)
         self._build_pool.shutdown(wait=True, cancel_futures=True)
+        self._transports.update(  # opened in the background, never used
+            {b: f.result() for b, f in self._open.items() if f.done() and not f.exception()}
+        )
         for transport in self._transports.values():
             transport.close()
         self._transports.clear()

@@ -247,7 +247,7 @@ def test_zig_cross_compiles_when_no_gnu_toolchain_is_installed(project):
     project.write(
         "boards/rpi-zig.toml",
         'extends = "rpi"\n[toolchain]\ngnu = "no-such-triple"\nclang_target = "no-such-target"\n'
-        'zig_target = "aarch64-linux-gnu"\ncflags = ["-O2"]\ncxxflags = ["-O2", "-fno-exceptions"]\n',
+        'cflags = ["-O2"]\ncxxflags = ["-O2", "-fno-exceptions"]\n',
     )
     project.pytester.makeini(f"[pytest]\nondevice_build_dir = {project.path / '_build'}\nondevice_boards = boards\n")
     project.write("fault_test.c", FAULTS)  # C only: zig builds libc++ on first use, which is slow
@@ -275,3 +275,12 @@ def test_output_through_the_usart_instead_of_semihosting(project):
     result.assert_outcomes(passed=8)
     binary = next((project.path / "_build" / "bluepill-qemu-uart" / "bin").rglob("fully_connected_test.elf"))
     assert b"uart_init" in binary.read_bytes()  # the UART piece is linked, not semihosting output
+
+
+def test_data_files_on_a_bare_metal_board_are_a_clear_error(project):
+    project.write("testdata/golden.txt", "1")
+    project.write("ondevice.toml", 'data = ["testdata/golden.txt"]\n')
+    project.write("x_test.c", HANG)
+    result = project.run(board="bluepill-qemu")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*x_test.c declares data files, but bluepill-qemu is bare metal*"])

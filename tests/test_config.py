@@ -96,9 +96,9 @@ def test_dirconfig_per_file_override(tmp_path):
         '[files."slow_test.c"]\ntimeout = 99\ndefines = ["B=2"]\n',
     )
     config = load(cfg, tmp_path)
-    flags, extra, timeout = config.for_file(tmp_path / "slow_test.c")
-    assert (flags.defines, extra, timeout) == (("A=1", "B=2"), (), 99)
-    assert config.for_file(tmp_path / "other_test.c")[2] == 10
+    slow = config.for_file(tmp_path / "slow_test.c")
+    assert (slow.flags.defines, slow.extra_sources, slow.timeout) == (("A=1", "B=2"), (), 99)
+    assert config.for_file(tmp_path / "other_test.c").timeout == 10
     assert [p.name for p in config.sources] == ["k.c"]
 
 

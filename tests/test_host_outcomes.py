@@ -403,3 +403,26 @@ def test_pid_of_this_process_is_not_touched(project):
     result = project.run("--device-timeout=0.5")
     result.assert_outcomes(failed=1)
     assert os.getpgid(0) == os.getpgid(os.getpid())
+
+
+DATA_TEST = """
+    #include <stdio.h>
+    #include "micro_test.h"
+    TF_LITE_MICRO_TESTS_BEGIN
+    TF_LITE_MICRO_TEST(ReadsGoldenFile) {
+      char buf[32] = {0};
+      FILE *f = fopen("golden.txt", "r");
+      TF_LITE_MICRO_EXPECT(f != NULL);
+      if (f) { fgets(buf, sizeof buf, f); fclose(f); }
+      TF_LITE_MICRO_EXPECT_STRING_EQ(buf, "71 -34 99 -20");
+    }
+    TF_LITE_MICRO_TESTS_END
+"""
+
+
+def test_data_files_declared_in_ondevice_toml_are_beside_the_binary(project):
+    project.write("testdata/golden.txt", "71 -34 99 -20")
+    project.write("ondevice.toml", '[files."golden_test.c"]\ndata = ["testdata/golden.txt"]\n')
+    project.write("golden_test.c", DATA_TEST)
+    result = project.run()
+    result.assert_outcomes(passed=1)

@@ -13,7 +13,7 @@ import fabric  # noqa: F401
 import paramiko  # noqa: F401
 import pytest
 from conftest import build_report
-from support.sshd import Sshd, disable_binfmt_aarch64, enable_binfmt_aarch64
+from support.sshd import Sshd, disable_binfmt, enable_binfmt
 
 pytestmark = pytest.mark.slow
 
@@ -22,9 +22,9 @@ pytestmark = pytest.mark.slow
 def board_for_device():
     """`rpi` itself when the device can exec aarch64 ELF files (binfmt_misc); otherwise our
     documented fallback: the same board with qemu-aarch64 as its exec_wrapper."""
-    if enable_binfmt_aarch64():
+    if enable_binfmt():
         yield "rpi", ""
-        disable_binfmt_aarch64()
+        disable_binfmt()
     else:
         yield "rpi-wrapped", 'extends = "rpi"\n[transport]\nexec_wrapper = "qemu-aarch64"\n'
 
@@ -94,6 +94,16 @@ CASES = """
     }
     TF_LITE_MICRO_TESTS_END
 """
+
+
+def test_device_as_user_at_host_port_and_other_boards_on_the_same_transport(pi, board_for_device):
+    pi.write("cases_test.c", CASES)
+    result = pi.run(f"--device={pi.sshd.user}@127.0.0.1:{pi.sshd.port}", board=pi.board)
+    result.assert_outcomes(passed=2, failed=1)
+    if board_for_device[0] == "rpi":  # binfmt: the device runs 32-bit and other 64-bit ARM builds too
+        for board in ("jetson", "rpi-armhf"):
+            other = pi.run(f"--device={pi.sshd.alias}", board=board)
+            other.assert_outcomes(passed=2, failed=1)
 
 
 def test_pass_fail_and_a_clean_environment(pi):
@@ -252,3 +262,13 @@ def test_file_names_with_spaces_and_shell_metacharacters(pi):
     result = run(pi, "-v")
     result.assert_outcomes(passed=2, failed=1)
     assert not marker.exists()
+
+
+def test_data_files_are_pushed_beside_the_binary(pi):
+    from test_host_outcomes import DATA_TEST
+
+    pi.write("testdata/golden.txt", "71 -34 99 -20")
+    pi.write("ondevice.toml", 'data = ["testdata/golden.txt"]\n')
+    pi.write("golden_test.c", DATA_TEST)
+    result = run(pi)
+    result.assert_outcomes(passed=1)

@@ -8,8 +8,9 @@ through the `pytest_ondevice.transports` entry-point group.
 from __future__ import annotations
 
 import importlib
+import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -40,6 +41,7 @@ class Deployed:
     path: str
     sha256: str
     pushed: bool | None  # False: the device already held this content; None: nothing to push
+    cwd: str | None = None  # where the binary runs (its data files are there)
 
 
 class Transport(ABC):
@@ -51,6 +53,7 @@ class Transport(ABC):
         self.board = board
         self.device = device
         self.options = options
+        self.stop = threading.Event()  # set when the session ends: a running binary is ended
 
     @classmethod
     def status(cls, options: dict[str, Any]) -> str:
@@ -61,7 +64,8 @@ class Transport(ABC):
         """Connect; raise InfrastructureError when the device cannot be reached."""
 
     @abstractmethod
-    def deploy(self, artifact: Path, sha256: str) -> Deployed: ...
+    def deploy(self, artifact: Path, sha256: str, data: Sequence[Path] = ()) -> Deployed:
+        """Put the binary (and the data files its test reads) where it can run."""
 
     @abstractmethod
     def run(self, deployed: Deployed, args: list[str], timeout: float, on_bytes: OnBytes) -> RunEnd:

@@ -10,10 +10,12 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+import shutil
 import signal
 import subprocess
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pytest_ondevice.protocol import RunEnd
@@ -29,6 +31,7 @@ def run_streaming(
     on_bytes: Callable[[bytes], None],
     cwd: Path | None = None,
     env: dict[str, str] | None = None,
+    stop: threading.Event | None = None,
 ) -> RunEnd:
     start = time.monotonic()
     proc = subprocess.Popen(
@@ -54,6 +57,9 @@ def run_streaming(
                 break  # a grandchild holds the pipe open; the group is killed below
             if exited_at is None and now >= deadline:
                 timed_out = True
+                _kill_group(proc)
+                break
+            if stop is not None and stop.is_set():  # the session is ending
                 _kill_group(proc)
                 break
             wait = min(0.1, max(0.0, deadline - now))
@@ -90,3 +96,16 @@ def _signal_name(num: int) -> str:
         return signal.Signals(num).name
     except ValueError:
         return f"signal {num}"
+
+
+def stage_data(artifact: Path, data: Sequence[Path]) -> Path:
+    """A run directory beside the binary holding links to its data files (the run's cwd)."""
+    if not data:
+        return artifact.parent
+    run_dir = artifact.with_name(artifact.name + ".run")
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True)
+    for path in data:
+        (run_dir / path.name).symlink_to(path.resolve())
+    return run_dir

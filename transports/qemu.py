@@ -9,12 +9,13 @@ explicitly with the cross sysroot rather than relying on binfmt_misc.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 from pytest_ondevice.protocol import RunEnd
 
 from . import Deployed, InfrastructureError, OnBytes, Transport
-from ._proc import run_streaming
+from ._proc import run_streaming, stage_data
 
 INSTALL_HINT = "install QEMU: apt-get install qemu-system-arm qemu-user (or run scripts/setup.sh)"
 
@@ -37,8 +38,8 @@ class _LocalFileTransport(Transport):
         path = shutil.which(binary)
         return f"found: {binary}" if path else f"missing: {binary} ({INSTALL_HINT})"
 
-    def deploy(self, artifact: Path, sha256: str) -> Deployed:
-        return Deployed(str(artifact), sha256, pushed=None)
+    def deploy(self, artifact: Path, sha256: str, data: Sequence[Path] = ()) -> Deployed:
+        return Deployed(str(artifact), sha256, pushed=None, cwd=str(stage_data(artifact, data)))
 
 
 class QemuSystemTransport(_LocalFileTransport):
@@ -66,7 +67,7 @@ class QemuSystemTransport(_LocalFileTransport):
         return [*argv, *o.get("extra_args", []), "-kernel", image]
 
     def run(self, deployed: Deployed, args: list[str], timeout: float, on_bytes: OnBytes) -> RunEnd:
-        end = run_streaming(self.argv(deployed.path), timeout, on_bytes)
+        end = run_streaming(self.argv(deployed.path), timeout, on_bytes, stop=self.stop)
         if end.signal == "SIGABRT":
             # QEMU aborts when the CPU cannot even take the fault (bad SP or vector table)
             end.fault = "lockup: the CPU could not take a fault (QEMU aborted; see the device log)"
@@ -88,6 +89,7 @@ class QemuUserTransport(_LocalFileTransport):
             argv += ["-L", sysroot]
         if "cpu" in self.options:
             argv += ["-cpu", self.options["cpu"]]
-        path = Path(deployed.path)
         # a guest signal kills QEMU with the same signal, so SIGSEGV reads as SIGSEGV
-        return run_streaming([*argv, str(path), *args], timeout, on_bytes, cwd=path.parent)
+        return run_streaming(
+            [*argv, deployed.path, *args], timeout, on_bytes, cwd=Path(deployed.cwd or "."), stop=self.stop
+        )

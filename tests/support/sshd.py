@@ -28,9 +28,21 @@ from pathlib import Path
 SSHD = "/usr/sbin/sshd"
 DEVICE_USER = "ondevice-pi"
 BINFMT_DIR = Path("/proc/sys/fs/binfmt_misc")
-BINFMT_NAME = "ondevice-test-aarch64"
-AARCH64_MAGIC = r"\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\xb7\x00"
-AARCH64_MASK = r"\xff\xff\xff\xff\xff\xff\xff\x00\xff\xff\xff\xff\xff\xff\xff\xff\xfe\xff\xff\xff"
+# name, interpreter, ELF magic and mask (as qemu's qemu-binfmt-conf.sh registers them)
+BINFMT_ENTRIES = [
+    (
+        "ondevice-test-aarch64",
+        "qemu-aarch64",
+        r"\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\xb7\x00",
+        r"\xff\xff\xff\xff\xff\xff\xff\x00\xff\xff\xff\xff\xff\xff\xff\xff\xfe\xff\xff\xff",
+    ),
+    (
+        "ondevice-test-arm",
+        "qemu-arm",
+        r"\x7fELF\x01\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\x28\x00",
+        r"\xff\xff\xff\xff\xff\xff\xff\x00\xff\xff\xff\xff\xff\xff\xff\xff\xfe\xff\xff\xff",
+    ),
+]
 
 
 def free_port() -> int:
@@ -55,27 +67,28 @@ def device_user() -> str:
     return DEVICE_USER
 
 
-def enable_binfmt_aarch64() -> bool:
-    """Let the device exec aarch64 ELF files directly; False where the kernel won't."""
-    qemu = shutil.which("qemu-aarch64")
-    if qemu is None or os.geteuid() != 0:
+def enable_binfmt() -> bool:
+    """Let the device exec ARM ELF files directly; False where the kernel won't."""
+    if os.geteuid() != 0 or shutil.which("qemu-aarch64") is None:
         return False
     if not (BINFMT_DIR / "register").exists():
         subprocess.run(["mount", "-t", "binfmt_misc", "binfmt_misc", str(BINFMT_DIR)], capture_output=True)
-    if (BINFMT_DIR / BINFMT_NAME).exists():
-        return True
-    try:
-        (BINFMT_DIR / "register").write_text(f":{BINFMT_NAME}:M::{AARCH64_MAGIC}:{AARCH64_MASK}:{qemu}:\n")
-    except OSError:
-        return False
-    return (BINFMT_DIR / BINFMT_NAME).exists()
+    for name, interpreter, magic, mask in BINFMT_ENTRIES:
+        if (BINFMT_DIR / name).exists():
+            continue
+        qemu = shutil.which(interpreter)
+        try:
+            (BINFMT_DIR / "register").write_text(f":{name}:M::{magic}:{mask}:{qemu}:\n")
+        except OSError:
+            return False
+    return all((BINFMT_DIR / name).exists() for name, *_ in BINFMT_ENTRIES)
 
 
-def disable_binfmt_aarch64() -> None:
-    entry = BINFMT_DIR / BINFMT_NAME
-    if entry.exists():
+def disable_binfmt() -> None:
+    for name, *_ in BINFMT_ENTRIES:
         with contextlib.suppress(OSError):
-            entry.write_text("-1\n")
+            if (BINFMT_DIR / name).exists():
+                (BINFMT_DIR / name).write_text("-1\n")
 
 
 @dataclass
@@ -137,6 +150,10 @@ LogLevel ERROR
     HostName 127.0.0.1
     Port {self.port}
     User {self.user}
+    IdentityFile {self.client_key}
+    UserKnownHostsFile {self.known_hosts}
+
+Host 127.0.0.1
     IdentityFile {self.client_key}
     UserKnownHostsFile {self.known_hosts}
 """

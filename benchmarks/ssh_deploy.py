@@ -1,0 +1,183 @@
+"""Deploy-and-run of 30 aarch64 test binaries on a loopback "Pi", three ways, in one run.
+
+    python benchmarks/ssh_deploy.py [--binaries 30] [--repeats 3]
+
+(a) what users do today: `scp` then `ssh` per binary (OpenSSH processes);
+(b) an ideal hand-written paramiko script: one connection (TCP_NODELAY), push all, exec each;
+(c) pytest-ondevice: `pytest --board=rpi --device=testpi` with the build cache warm and a
+    fresh device, then again with nothing changed (warm), and from scratch (cold: empty
+    build cache, fresh device).
+Each figure is the median of the repeats of a whole process, measured side by side on the
+same machine and sshd, and the ratios are what to compare (these machines are noisy).
+Needs root (a throwaway sshd and device account, binfmt_misc for the ARM binaries).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+from support.sshd import Sshd, disable_binfmt, enable_binfmt  # noqa: E402
+
+IDEAL = r"""
+import socket, sys, paramiko
+cfg = paramiko.SSHConfig.from_path(sys.argv[1]).lookup(sys.argv[2])
+sock = socket.create_connection((cfg["hostname"], int(cfg["port"])))
+sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+client = paramiko.SSHClient()
+client.load_host_keys(cfg["userknownhostsfile"])
+client.set_missing_host_key_policy(paramiko.RejectPolicy())
+client.connect(cfg["hostname"], int(cfg["port"]), cfg["user"], key_filename=cfg["identityfile"][0], sock=sock,
+               allow_agent=False, look_for_keys=False)
+sftp = client.open_sftp()
+dest = "/tmp/ondevice-bench-b"
+client.exec_command(f"rm -rf {dest}; mkdir -p {dest}")[1].channel.recv_exit_status()
+for path in sys.argv[3:]:
+    remote = f"{dest}/{path.rsplit('/', 1)[1]}"
+    sftp.put(path, remote)
+    sftp.chmod(remote, 0o755)
+failed = 0
+for path in sys.argv[3:]:
+    _, out, _ = client.exec_command(f"cd {dest} && ./{path.rsplit('/', 1)[1]}")
+    text = out.read()
+    failed += out.channel.recv_exit_status() != 0 or b"~~~ALL TESTS PASSED~~~" not in text
+client.close()
+sys.exit(1 if failed else 0)
+"""
+
+
+def make_project(root: Path, count: int, sshd: Sshd) -> Path:
+    project = root / "project"
+    (project / "tests").mkdir(parents=True)
+    for i in range(count):
+        (project / "tests" / f"kernel{i:02d}_test.c").write_text(
+            textwrap.dedent(
+                f"""
+                #include "micro_test.h"
+                static int dot(const int *a, const int *b, int n) {{
+                  int s = 0;
+                  for (int k = 0; k < n; ++k) s += a[k] * b[k];
+                  return s;
+                }}
+                TF_LITE_MICRO_TESTS_BEGIN
+                TF_LITE_MICRO_TEST(Dot{i}) {{
+                  const int a[4] = {{1, 2, 3, {i}}}, b[4] = {{4, 5, 6, 1}};
+                  TF_LITE_MICRO_EXPECT_EQ(dot(a, b, 4), 32 + {i});
+                }}
+                TF_LITE_MICRO_TEST(Identity{i}) {{ TF_LITE_MICRO_EXPECT_EQ({i}, {i}); }}
+                TF_LITE_MICRO_TESTS_END
+                """
+            )
+        )
+    (project / "pytest.ini").write_text(
+        f"[pytest]\nondevice_build_dir = {project / '_build'}\nondevice_ssh_config = {sshd.ssh_config}\n"
+    )
+    return project
+
+
+def timed(argv: list[str], cwd: Path) -> float:
+    start = time.perf_counter()
+    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, env=env)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"failed: {' '.join(argv)}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return elapsed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--binaries", type=int, default=30)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    if os.geteuid() != 0 or not enable_binfmt():
+        raise SystemExit("needs root and binfmt_misc (see tests/support/sshd.py)")
+    root = Path(tempfile.mkdtemp(prefix="ondevice-bench-"))
+    root.chmod(0o755)
+    sshd = Sshd.create(root / "sshd").start()
+    try:
+        project = make_project(root, args.binaries, sshd)
+        # only our plugin: unrelated plugins installed on the machine would be timed too
+        pytest_cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "pytest_ondevice.plugin",
+            "--board=rpi",
+            f"--device={sshd.alias}",
+            "tests",
+        ]
+        device_cache = Path(f"/tmp/ondevice-cache-{sshd.user}")
+        timed([*pytest_cmd, "--build-only"], project)  # the build cache is warm from here on
+        bins = sorted(str(p) for p in (project / "_build" / "rpi" / "bin").rglob("*_test"))
+        assert len(bins) == args.binaries, bins
+        ssh = ["ssh", "-F", str(sshd.ssh_config), sshd.alias]
+        scp = ["scp", "-q", "-F", str(sshd.ssh_config)]
+
+        def scp_ssh() -> float:
+            start = time.perf_counter()
+            subprocess.run([*ssh, "rm -rf /tmp/ondevice-bench-a; mkdir -p /tmp/ondevice-bench-a"], check=True)
+            for b in bins:
+                subprocess.run([*scp, b, f"{sshd.alias}:/tmp/ondevice-bench-a/"], check=True)
+                out = subprocess.run(
+                    [*ssh, f"cd /tmp/ondevice-bench-a && ./{Path(b).name}"], capture_output=True, check=True
+                ).stdout
+                assert b"~~~ALL TESTS PASSED~~~" in out
+            return time.perf_counter() - start
+
+        def ideal() -> float:
+            return timed([sys.executable, "-c", IDEAL, str(sshd.ssh_config), sshd.alias, *bins], project)
+
+        def ours_fresh_device() -> float:
+            shutil.rmtree(device_cache, ignore_errors=True)
+            return timed(pytest_cmd, project)
+
+        def ours_warm() -> float:
+            return timed(pytest_cmd, project)
+
+        def ours_cold() -> float:
+            shutil.rmtree(project / "_build", ignore_errors=True)
+            shutil.rmtree(device_cache, ignore_errors=True)
+            return timed(pytest_cmd, project)
+
+        figures: dict[str, list[float]] = {name: [] for name in ("a", "b", "c", "warm", "cold")}
+        for _ in range(args.repeats):  # interleaved, so drifts in machine load hit all alike
+            figures["a"].append(scp_ssh())
+            figures["b"].append(ideal())
+            figures["c"].append(ours_fresh_device())
+            figures["warm"].append(ours_warm())
+            figures["cold"].append(ours_cold())
+        med = {k: statistics.median(v) for k, v in figures.items()}
+        print(f"{args.binaries} aarch64 test binaries, loopback sshd, median of {args.repeats} runs (seconds)")
+        print(f"  (a) scp + ssh per binary          {med['a']:7.2f}")
+        print(f"  (b) ideal paramiko script         {med['b']:7.2f}")
+        print(f"  (c) pytest-ondevice, fresh device {med['c']:7.2f}   (build cache warm)")
+        print(f"      pytest-ondevice, warm rerun   {med['warm']:7.2f}")
+        print(f"      pytest-ondevice, cold         {med['cold']:7.2f}   (empty build cache, fresh device)")
+        print("ratios:")
+        print(f"  (c) / (b)   = {med['c'] / med['b']:.2f}   (target <= 1.10)")
+        print(f"  (a) / (c)   = {med['a'] / med['c']:.1f}    (target >= 12)")
+        print(f"  warm / cold = {med['warm'] / med['cold']:.2f}   (target <= 0.25)")
+    finally:
+        sshd.kill()
+        disable_binfmt()
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
