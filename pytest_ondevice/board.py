@@ -104,6 +104,11 @@ class Board:
     def transport_name(self) -> str:
         return self.transport["name"]
 
+    @property
+    def device_jobs(self) -> int:
+        """How many binaries the device runs at once."""
+        return self.transport.get("device_jobs", 1)
+
 
 class BoardRegistry:
     """Finds board files by name in the user's directories, then ours."""
@@ -177,6 +182,9 @@ def _build(name: str, path: Path, data: dict[str, Any]) -> Board:
             raise ConfigError(f"{path}: missing key '{key}'")
     if "name" not in data["transport"] or not isinstance(data["transport"]["name"], str):
         raise ConfigError(f"{path}: missing key 'transport.name'")
+    jobs = data["transport"].get("device_jobs", 1)
+    if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1:
+        raise ConfigError(f"{path}: key 'transport.device_jobs' must be a whole number >= 1, got {jobs!r}")
     tc = data.get("toolchain", {})
     toolchain = Toolchain(
         gnu=tc.get("gnu"),

@@ -77,7 +77,7 @@ class OnDeviceSession:
         self._build_pool = ThreadPoolExecutor(max_workers=max(2, settings.jobs * 2))
         self._builds: dict[tuple[str, Path], Future] = {}
         self._runs: dict[tuple[str, Path], Future] = {}
-        self._run_pools: dict[str, ThreadPoolExecutor] = {}
+        self._run_pools: dict[tuple[str, str], ThreadPoolExecutor] = {}  # (run|push, board)
         self._consumed: set[tuple[str, Path]] = set()
         self._transports: dict[str, Transport] = {}
         self._open: dict[str, Future] = {}
@@ -125,15 +125,32 @@ class OnDeviceSession:
         a device runs one binary at a time, so latency figures stay undisturbed)."""
         for spec in specs:
             self._result_future(spec)
+        for spec in specs:  # a second queue pushes ahead of the runs
+            self._pool("push", spec.board, 1).submit(self._prefetch, spec)
+
+    def _pool(self, role: str, board: Board, workers: int) -> ThreadPoolExecutor:
+        with self._lock:
+            pool = self._run_pools.get((role, board.name))
+            if pool is None:
+                pool = self._run_pools[(role, board.name)] = ThreadPoolExecutor(max_workers=max(1, workers))
+            return pool
+
+    def _prefetch(self, spec: BinarySpec) -> None:
+        """Best effort: any error here is met again, and reported, by the run itself."""
+        if self.stopping.is_set():
+            return
+        try:
+            artifact = self._build_future(spec).result()
+            transport = self._transport(spec.board)
+        except Exception:
+            return
+        transport.prefetch(artifact.path, artifact.sha256)
 
     def _result_future(self, spec: BinarySpec) -> Future:
+        pool = self._pool("run", spec.board, spec.board.device_jobs)
         with self._lock:
             fut = self._runs.get(spec.key)
             if fut is None:
-                pool = self._run_pools.get(spec.board.name)
-                if pool is None:
-                    jobs = int(spec.board.transport.get("device_jobs", 1))
-                    pool = self._run_pools[spec.board.name] = ThreadPoolExecutor(max_workers=max(1, jobs))
                 fut = self._runs[spec.key] = pool.submit(self._build_and_run, spec)
             return fut
 

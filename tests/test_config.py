@@ -55,6 +55,14 @@ def test_nested_typo_and_wrong_type(tmp_path):
         BoardRegistry([tmp_path]).get("c")
 
 
+def test_device_jobs_must_be_a_positive_whole_number(tmp_path):
+    write(tmp_path / "d.toml", 'kind="linux"\narch="x"\n[transport]\nname="ssh"\ndevice_jobs="all"\n')
+    with pytest.raises(ConfigError, match=r"d.toml: key 'transport.device_jobs' must be a whole number >= 1"):
+        BoardRegistry([tmp_path]).get("d")
+    assert BoardRegistry().get("rpi").device_jobs == 2
+    assert BoardRegistry().get("bluepill-qemu").device_jobs == 1
+
+
 def test_missing_field_names_the_key(tmp_path):
     write(tmp_path / "nokind.toml", 'arch = "x"\n[transport]\nname = "local"\n')
     with pytest.raises(ConfigError, match=r"nokind.toml: missing key 'kind'"):

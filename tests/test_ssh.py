@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -272,3 +273,50 @@ def test_data_files_are_pushed_beside_the_binary(pi):
     pi.write("golden_test.c", DATA_TEST)
     result = run(pi)
     result.assert_outcomes(passed=1)
+
+
+@pytest.fixture
+def small_disk():
+    """A 64 KiB file system on the device: a test binary does not fit."""
+    where = Path(tempfile.mkdtemp(prefix="ondevice-small-"))
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=1777", "tmpfs", str(where)]).returncode:
+        pytest.skip("mounting a tmpfs needs root")
+    yield where
+    subprocess.run(["umount", str(where)], check=True)
+    where.rmdir()
+
+
+def test_disk_full_on_push_is_an_error_naming_the_free_space(pi, small_disk):
+    base = pi.board
+    pi.write("boards/rpi-small.toml", f'extends = "{base}"\n[transport]\nscratch_root = "{small_disk}"\n')
+    ini = (pi.path / "tox.ini").read_text()
+    if "ondevice_boards" not in ini:
+        (pi.path / "tox.ini").write_text(ini.rstrip("\n") + "\nondevice_boards = boards\n")
+    pi.write("cases_test.c", CASES)
+    result = pi.run(f"--device={pi.sshd.alias}", board="rpi-small")
+    result.assert_outcomes(errors=3)
+    result.stdout.fnmatch_lines([f"*pushing cases_test failed*KiB free in {small_disk} on the device*"])
+    assert not list(small_disk.glob("ondevice-cache-*/*"))  # no partial binary left taking the room
+    assert not list(small_disk.glob("ondevice-session.*"))  # the session's scratch dir is gone
+
+
+def test_many_binaries_pushed_ahead_and_run_two_at_a_time(pi):
+    """Pushes overlap the runs and two binaries run at once: every verdict still lands on its own item."""
+    shutil.rmtree(f"/tmp/ondevice-cache-{pi.sshd.user}", ignore_errors=True)  # a fresh device
+    for i in range(8):
+        pi.write(
+            f"k{i}_test.c",
+            f'#include "micro_test.h"\nTF_LITE_MICRO_TESTS_BEGIN\n'
+            f"TF_LITE_MICRO_TEST(Right{i}) {{ TF_LITE_MICRO_EXPECT_EQ({i}, {i}); }}\n"
+            f"TF_LITE_MICRO_TEST(Wrong{i}) {{ TF_LITE_MICRO_EXPECT_EQ({i}, {i + 1}); }}\n"
+            "TF_LITE_MICRO_TESTS_END\n",
+        )
+    # a subprocess with a deadline: a deadlock between the push and run threads must fail, not hang
+    result = pi.pytester.runpytest_subprocess(
+        f"--board={pi.board}", f"--device={pi.sshd.alias}", "-p", "no:cacheprovider", "-v", timeout=120
+    )
+    result.assert_outcomes(passed=8, failed=8)
+    result.stdout.fnmatch_lines(["*8 binaries run; 8 pushed, 0 already on the device*"])
+    for i in range(8):
+        result.stdout.fnmatch_lines([f"*k{i}_test.c::Right{i}*PASSED*"])
+        result.stdout.fnmatch_lines([f"*k{i}_test.c::Wrong{i}*FAILED*"])

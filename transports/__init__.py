@@ -67,6 +67,12 @@ class Transport(ABC):
     def deploy(self, artifact: Path, sha256: str, data: Sequence[Path] = ()) -> Deployed:
         """Put the binary (and the data files its test reads) where it can run."""
 
+    def prefetch(self, artifact: Path, sha256: str) -> None:  # noqa: B027 - optional hook
+        """Start moving a binary that will run soon, while the device runs the one before.
+
+        Best effort: errors are the later deploy()'s to report. May be called from another
+        thread than deploy() and run()."""
+
     @abstractmethod
     def run(self, deployed: Deployed, args: list[str], timeout: float, on_bytes: OnBytes) -> RunEnd:
         """Run to completion or timeout, streaming output to on_bytes as it arrives."""

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shlex
 import socket
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,6 +30,7 @@ from . import Deployed, InfrastructureError, OnBytes, Transport
 DEFAULT_SCRATCH_ROOT = "/tmp"
 DEFAULT_CACHE_ENTRIES = 64
 CONNECT_TIMEOUT = 10.0
+SFTP_TIMEOUT = 60.0  # a device that stops answering mid-push is an error, not a hang
 READ_SIZE = 65536
 
 
@@ -55,7 +58,12 @@ class SshTransport(Transport):
         self.scratch = ""
         self._names: dict[str, str] = {}
         self._linked: set[str] = set()
-        self._pushed_any = False
+        self._held: dict[str, int] = {}  # device cache: content hash -> size
+        self._pushed: set[str] = set()  # pushed by this session
+        self._touched: set[str] = set()  # already in the cache, marked as used by this session
+        self._push_locks: dict[str, threading.Lock] = {}
+        self._lock = threading.Lock()
+        self._sftps: dict[int, Any] = {}  # one SFTP channel per thread: a client is not shared safely
         self._runs = 0
 
     # -- connection --------------------------------------------------------------
@@ -88,6 +96,8 @@ class SshTransport(Transport):
             client.set_missing_host_key_policy(paramiko.RejectPolicy())
         where = f"{conn.user}@{conn.host}:{conn.port}"
         try:
+            if conn.gateway is None:  # direct: our own socket, so TCP_NODELAY holds from the first packet
+                conn.connect_kwargs["sock"] = _nodelay_socket(conn.host, int(conn.port), timeout)
             conn.open()
         except paramiko.BadHostKeyException as e:
             raise InfrastructureError(
@@ -113,24 +123,45 @@ class SshTransport(Transport):
             raise InfrastructureError(f"{where}: cannot connect: {e}") from None
         self.conn = conn
         self.where = where
-        transport = conn.client.get_transport()
-        sock = getattr(transport, "sock", None)
-        if isinstance(sock, socket.socket):  # without it every exec waits ~40 ms (Nagle + delayed ACK)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        _track_exit_signals(transport)
-        root = self.options.get("scratch_root", DEFAULT_SCRATCH_ROOT)
-        self.cache = f"{root}/ondevice-cache-{conn.user}"
-        q = shlex.quote
-        out = self._exec(
-            f"mkdir -p {q(self.cache)} && mktemp -d {q(root)}/ondevice-session.XXXXXX && "
-            # sessions cut off more than a day ago (device rebooted, link lost) leave their dirs
-            f"find {q(root)} -maxdepth 1 -name 'ondevice-session.*' -user \"$(id -u)\" -mmin +1440 "
-            "-exec rm -rf {} + 2>/dev/null; true"
-        )
-        self.scratch = out.strip()
-        self.sftp = conn.sftp()
-        # what the device already holds, listed once rather than asked per binary
-        self._held = {a.filename: a.st_size for a in self.sftp.listdir_attr(self.cache)}
+        _track_exit_signals(conn.client.get_transport())
+        self.root = self.options.get("scratch_root", DEFAULT_SCRATCH_ROOT)
+        self.cache = f"{self.root}/ondevice-cache-{conn.user}"
+        try:  # SFTP requests, not a shell command: no process is started on the device
+            sftp = self._sftp()
+            with contextlib.suppress(OSError):
+                sftp.mkdir(self.cache, 0o755)
+            self.scratch = self._make_scratch(sftp)
+            # what the device already holds, listed once rather than asked per binary
+            self._held = {a.filename: a.st_size for a in sftp.listdir_attr(self.cache)}
+        except OSError as e:
+            raise InfrastructureError(f"{where}: cannot set up {self.root} on the device: {e}") from None
+        except Exception as e:  # paramiko: SSHException or EOFError on a link that dropped
+            raise ConnectionLost(f"{where}: connection lost: {e}") from None
+
+    def _sftp(self) -> Any:
+        """This thread's SFTP channel on the current connection, with a timeout on every reply."""
+        key = threading.get_ident()
+        with self._lock:
+            sftp = self._sftps.get(key)
+        if sftp is None:
+            sftp = self.conn.client.open_sftp()
+            sftp.get_channel().settimeout(float(self.options.get("sftp_timeout", SFTP_TIMEOUT)))
+            with self._lock:
+                self._sftps[key] = sftp
+        return sftp
+
+    def _make_scratch(self, sftp: Any) -> str:
+        """A fresh private directory, as `mktemp -d` would make it."""
+        for _ in range(10):
+            path = f"{self.root}/ondevice-session.{secrets.token_hex(4)}"
+            try:
+                sftp.mkdir(path, 0o700)
+                return path
+            except OSError:
+                if _exists(sftp, path):
+                    continue
+                raise
+        raise OSError(f"no unused name for a session directory under {self.root}")
 
     def _exec(self, command: str) -> str:
         """A short housekeeping command; its failure is the device's, not the test's.
@@ -150,32 +181,67 @@ class SshTransport(Transport):
         return out.decode(errors="replace")
 
     # -- deploy ------------------------------------------------------------------
+    def prefetch(self, artifact: Path, sha256: str) -> None:
+        """Push into the device cache on a second SFTP channel while the device runs other binaries."""
+        with contextlib.suppress(Exception):
+            self._ensure_cached(self._sftp(), artifact, sha256)
+
     def deploy(self, artifact: Path, sha256: str, data: Sequence[Path] = ()) -> Deployed:
         cached = f"{self.cache}/{sha256}"
-        size = artifact.stat().st_size
         try:
-            hit = self._held.get(sha256) == size
-            if hit:
-                self.sftp.utime(cached, None)  # most recently used: pruned last
-            else:
-                part = f"{cached}.part-{os.getpid()}"
-                self.sftp.put(str(artifact), part)
-                self.sftp.chmod(part, 0o755)
-                self.sftp.posix_rename(part, cached)
-                self._held[sha256] = size
-                self._pushed_any = True
-            name = self._name_for(artifact.name, sha256)
-            link = f"{self.scratch}/{name}"
-            if name not in self._linked:  # the scratch dir is new each session
-                self.sftp.symlink(cached, link)
-                self._linked.add(name)
+            sftp = self._sftp()
+            self._ensure_cached(sftp, artifact, sha256)
+            with self._push_lock(sha256):
+                with self._lock:
+                    name = self._name_for(artifact.name, sha256)
+                link = f"{self.scratch}/{name}"
+                if name not in self._linked:  # the scratch dir is new each session
+                    sftp.symlink(cached, link)
+                    self._linked.add(name)
             for path in data:  # small and test-specific: pushed every time, no cache
-                self.sftp.put(str(path), f"{self.scratch}/{path.name}")
+                sftp.put(str(path), f"{self.scratch}/{path.name}")
         except OSError as e:
             if not self.conn.is_connected:
                 raise ConnectionLost(f"{self.where}: connection lost while pushing {artifact.name}") from None
-            raise InfrastructureError(f"{self.where}: pushing {artifact.name} failed: {e}") from None
-        return Deployed(link, sha256, pushed=not hit)
+            raise InfrastructureError(
+                f"{self.where}: pushing {artifact.name} failed: {e}{self._free_space_note()}"
+            ) from None
+        except Exception as e:  # paramiko: SSHException or EOFError on a link that dropped
+            raise ConnectionLost(f"{self.where}: connection lost while pushing {artifact.name}: {e}") from None
+        return Deployed(link, sha256, pushed=sha256 in self._pushed)
+
+    def _free_space_note(self) -> str:
+        """SFTP reports a full disk as a bare "Failure": say how much room there is."""
+        try:
+            out = self._exec(f"df -Pk {shlex.quote(self.root)} | tail -n 1").split()
+            return f" ({int(out[3])} KiB free in {self.root} on the device; the binary cache is {self.cache})"
+        except (InfrastructureError, IndexError, ValueError):
+            return ""
+
+    def _ensure_cached(self, sftp: Any, artifact: Path, sha256: str) -> None:
+        """The device cache holds this content afterwards; pushed at most once per session."""
+        with self._push_lock(sha256):
+            cached = f"{self.cache}/{sha256}"
+            if self._held.get(sha256) == artifact.stat().st_size:
+                if sha256 not in self._pushed and sha256 not in self._touched:
+                    sftp.utime(cached, None)  # most recently used: pruned last
+                    self._touched.add(sha256)
+                return
+            part = f"{cached}.part-{os.getpid()}-{threading.get_ident()}"
+            try:
+                sftp.put(str(artifact), part)  # confirm: a short write (disk full) is caught here
+                sftp.chmod(part, 0o755)
+                sftp.posix_rename(part, cached)
+            except OSError:
+                with contextlib.suppress(Exception):
+                    sftp.remove(part)  # the room it took is the next push's
+                raise
+            self._held[sha256] = artifact.stat().st_size
+            self._pushed.add(sha256)
+
+    def _push_lock(self, sha256: str) -> threading.Lock:
+        with self._lock:
+            return self._push_locks.setdefault(sha256, threading.Lock())
 
     def _name_for(self, name: str, sha256: str) -> str:
         """Keep the binary's own name (argv[0]); two different binaries never share one."""
@@ -184,12 +250,13 @@ class SshTransport(Transport):
 
     def _prune(self) -> None:
         keep = int(self.options.get("cache_entries", DEFAULT_CACHE_ENTRIES))
-        entries = sorted(self.sftp.listdir_attr(self.cache), key=lambda a: a.st_mtime or 0, reverse=True)
+        sftp = self._sftp()
+        entries = sorted(sftp.listdir_attr(self.cache), key=lambda a: a.st_mtime or 0, reverse=True)
         stale = [a for a in entries if ".part-" in a.filename and time.time() - (a.st_mtime or 0) > 3600]
         done = [a for a in entries if ".part-" not in a.filename]
         for attr in [*done[keep:], *stale]:
             with contextlib.suppress(OSError):
-                self.sftp.remove(f"{self.cache}/{attr.filename}")
+                sftp.remove(f"{self.cache}/{attr.filename}")
 
     # -- run ---------------------------------------------------------------------
     def run(self, deployed: Deployed, args: list[str], timeout: float, on_bytes: OnBytes) -> RunEnd:
@@ -257,7 +324,7 @@ class SshTransport(Transport):
         old_scratch, last_pidfile = self.scratch, f"{self.scratch}/.pid-{self._runs}"
         with contextlib.suppress(Exception):
             self.conn.close()
-        self.conn, self.scratch, self._linked = None, "", set()
+        self.conn, self.scratch, self._linked, self._sftps = None, "", set(), {}
         self.open()
         if old_scratch:
             with contextlib.suppress(InfrastructureError):
@@ -271,15 +338,37 @@ class SshTransport(Transport):
     def close(self) -> None:
         if self.conn is None:
             return
-        if self._pushed_any:  # once per session, not per push: bound the device cache
+        if self._pushed:  # once per session, not per push: bound the device cache
             with contextlib.suppress(Exception):
                 self._prune()
         with contextlib.suppress(Exception):
-            if self.scratch:
-                self._exec(f"rm -rf {shlex.quote(self.scratch)}")
+            self._exec(f"rm -rf {shlex.quote(self.scratch)}; {self._stale_sessions()}" if self.scratch else "true")
         with contextlib.suppress(Exception):
             self.conn.close()
-        self.conn = None
+        self.conn, self._sftps = None, {}
+
+    def _stale_sessions(self) -> str:
+        """Sessions cut off more than a day ago (device rebooted, link lost) leave their dirs."""
+        root = shlex.quote(self.root)
+        return (
+            f"find {root} -maxdepth 1 -name 'ondevice-session.*' -user \"$(id -u)\" -mmin +1440 "
+            "-exec rm -rf {} + 2>/dev/null; true"
+        )
+
+
+def _nodelay_socket(host: str, port: int, timeout: float) -> socket.socket:
+    """Without TCP_NODELAY every exec and SFTP request waits ~40 ms (Nagle + delayed ACK)."""
+    sock = socket.create_connection((host, port), timeout)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def _exists(sftp: Any, path: str) -> bool:
+    try:
+        sftp.lstat(path)
+    except OSError:
+        return False
+    return True
 
 
 def _known_hosts_files(ssh_config: Any) -> list[Path]:
