@@ -5,8 +5,9 @@
 (a) what users do today: `scp` then `ssh` per binary (OpenSSH processes);
 (b) an ideal hand-written paramiko script: one connection (TCP_NODELAY), push all, exec each;
 (c) pytest-ondevice: `pytest --board=rpi --device=testpi` with the build cache warm and a
-    fresh device, then again with nothing changed (warm), and from scratch (cold: empty
-    build cache, fresh device).
+    fresh device (the board's default: two binaries at a time), the same one binary at a
+    time (`device_jobs = 1`, as (b) runs them), then again with nothing changed (warm), and
+    from scratch (cold: empty build cache, fresh device).
 Each figure is the median of the repeats of a whole process, measured side by side on the
 same machine and sshd, and the ratios are what to compare (these machines are noisy).
 Needs root (a throwaway sshd and device account, binfmt_misc for the ARM binaries).
@@ -79,8 +80,11 @@ def make_project(root: Path, count: int, sshd: Sshd) -> Path:
                 """
             )
         )
+    (project / "boards").mkdir()
+    (project / "boards" / "rpi-serial.toml").write_text('extends = "rpi"\n[transport]\ndevice_jobs = 1\n')
     (project / "pytest.ini").write_text(
         f"[pytest]\nondevice_build_dir = {project / '_build'}\nondevice_ssh_config = {sshd.ssh_config}\n"
+        "ondevice_boards = boards\n"
     )
     return project
 
@@ -122,7 +126,9 @@ def main() -> int:
             "tests",
         ]
         device_cache = Path(f"/tmp/ondevice-cache-{sshd.user}")
-        timed([*pytest_cmd, "--build-only"], project)  # the build cache is warm from here on
+        serial_cmd = [a if a != "--board=rpi" else "--board=rpi-serial" for a in pytest_cmd]
+        for cmd in (pytest_cmd, serial_cmd):  # the build cache is warm from here on
+            timed([*cmd, "--build-only"], project)
         bins = sorted(str(p) for p in (project / "_build" / "rpi" / "bin").rglob("*_test"))
         assert len(bins) == args.binaries, bins
         ssh = ["ssh", "-F", str(sshd.ssh_config), sshd.alias]
@@ -146,30 +152,39 @@ def main() -> int:
             shutil.rmtree(device_cache, ignore_errors=True)
             return timed(pytest_cmd, project)
 
+        def ours_one_at_a_time() -> float:
+            shutil.rmtree(device_cache, ignore_errors=True)
+            return timed(serial_cmd, project)
+
         def ours_warm() -> float:
             return timed(pytest_cmd, project)
 
         def ours_cold() -> float:
-            shutil.rmtree(project / "_build", ignore_errors=True)
+            shutil.rmtree(project / "_build" / "rpi", ignore_errors=True)  # not rpi-serial's: (c1) stays warm
             shutil.rmtree(device_cache, ignore_errors=True)
             return timed(pytest_cmd, project)
 
-        figures: dict[str, list[float]] = {name: [] for name in ("a", "b", "c", "warm", "cold")}
+        figures: dict[str, list[float]] = {name: [] for name in ("a", "b", "c", "c1", "warm", "cold")}
         for _ in range(args.repeats):  # interleaved, so drifts in machine load hit all alike
             figures["a"].append(scp_ssh())
             figures["b"].append(ideal())
             figures["c"].append(ours_fresh_device())
+            figures["c1"].append(ours_one_at_a_time())
             figures["warm"].append(ours_warm())
             figures["cold"].append(ours_cold())
         med = {k: statistics.median(v) for k, v in figures.items()}
+        if os.environ.get("BENCH_VERBOSE"):
+            print({k: [round(x, 2) for x in v] for k, v in figures.items()})
         print(f"{args.binaries} aarch64 test binaries, loopback sshd, median of {args.repeats} runs (seconds)")
         print(f"  (a) scp + ssh per binary          {med['a']:7.2f}")
         print(f"  (b) ideal paramiko script         {med['b']:7.2f}")
         print(f"  (c) pytest-ondevice, fresh device {med['c']:7.2f}   (build cache warm)")
+        print(f"      ... one binary at a time      {med['c1']:7.2f}   (device_jobs = 1)")
         print(f"      pytest-ondevice, warm rerun   {med['warm']:7.2f}")
         print(f"      pytest-ondevice, cold         {med['cold']:7.2f}   (empty build cache, fresh device)")
         print("ratios:")
         print(f"  (c) / (b)   = {med['c'] / med['b']:.2f}   (target <= 1.10)")
+        print(f"  (c1) / (b)  = {med['c1'] / med['b']:.2f}   (one binary at a time, like (b))")
         print(f"  (a) / (c)   = {med['a'] / med['c']:.1f}    (target >= 12)")
         print(f"  warm / cold = {med['warm'] / med['cold']:.2f}   (target <= 0.25)")
     finally:
