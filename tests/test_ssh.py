@@ -320,3 +320,17 @@ def test_many_binaries_pushed_ahead_and_run_two_at_a_time(pi):
     for i in range(8):
         result.stdout.fnmatch_lines([f"*k{i}_test.c::Right{i}*PASSED*"])
         result.stdout.fnmatch_lines([f"*k{i}_test.c::Wrong{i}*FAILED*"])
+
+
+def test_no_key_to_log_in_with_says_how_to_add_one(pi, monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.ssh/id_* keys
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)  # no agent
+    pi.write("cases_test.c", CASES)
+    known = f"UserKnownHostsFile {pi.sshd.known_hosts}"
+    config = pi.path / "keyless_config"
+    config.write_text(f"Host 127.0.0.1\n    {known}\n")
+    ini = (pi.path / "tox.ini").read_text().replace(str(pi.sshd.ssh_config), str(config))
+    (pi.path / "tox.ini").write_text(ini)
+    result = pi.run(f"--device={pi.sshd.user}@127.0.0.1:{pi.sshd.port}", board=pi.board)
+    result.assert_outcomes(errors=3)
+    result.stdout.fnmatch_lines(["*no key to log in with*add an IdentityFile for it to ~/.ssh/config*"])

@@ -111,6 +111,11 @@ class SshTransport(Transport):
                 f"{where}: authentication failed ({e}); check the key (IdentityFile) or ssh-agent"
             ) from None
         except paramiko.SSHException as e:
+            if "No authentication methods available" in str(e):
+                raise InfrastructureError(
+                    f"{where}: no key to log in with: no IdentityFile for this host in the ssh config, no "
+                    "~/.ssh/id_* key and no ssh-agent; add an IdentityFile for it to ~/.ssh/config"
+                ) from None
             if "not found in known_hosts" in str(e):
                 raise InfrastructureError(
                     f"{where}: unknown host key for {_key_name(conn)} (not in "
