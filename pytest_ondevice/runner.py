@@ -94,10 +94,14 @@ class OnDeviceSession:
             self._build_future(spec)
 
     def _build_future(self, spec: BinarySpec) -> Future:
+        return self._started(self._builds, spec.key, lambda: self._build_pool.submit(self._build, spec))
+
+    def _started(self, table: dict, key: object, start: Callable[[], Future]) -> Future:
+        """The future already started for key, or a new one: each piece of work runs once."""
         with self._lock:
-            fut = self._builds.get(spec.key)
+            fut = table.get(key)
             if fut is None:
-                fut = self._builds[spec.key] = self._build_pool.submit(self._build, spec)
+                fut = table[key] = start()
             return fut
 
     def _build(self, spec: BinarySpec) -> Artifact:
@@ -148,11 +152,7 @@ class OnDeviceSession:
 
     def _result_future(self, spec: BinarySpec) -> Future:
         pool = self._pool("run", spec.board, spec.board.device_jobs)
-        with self._lock:
-            fut = self._runs.get(spec.key)
-            if fut is None:
-                fut = self._runs[spec.key] = pool.submit(self._build_and_run, spec)
-            return fut
+        return self._started(self._runs, spec.key, lambda: pool.submit(self._build_and_run, spec))
 
     def result(self, spec: BinarySpec) -> tuple[BinaryResult, bool]:
         """The binary's result, and whether this is its first consumer (who reports extras)."""
@@ -230,11 +230,7 @@ class OnDeviceSession:
             self._opening(board)
 
     def _opening(self, board: Board) -> Future:
-        with self._lock:
-            fut = self._open.get(board.name)
-            if fut is None:
-                fut = self._open[board.name] = self._build_pool.submit(self._open_transport, board)
-            return fut
+        return self._started(self._open, board.name, lambda: self._build_pool.submit(self._open_transport, board))
 
     def _transport(self, board: Board) -> Transport:
         """One open transport per board per session; a device that could not be reached stays so."""

@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 VENV="${VIRTUAL_ENV:-${ONDEVICE_VENV:-.venv}}"
+export PATH="$(cd "$VENV/bin" && pwd):$PATH"  # the tests call the tools installed there
 "$VENV/bin/python" -m ruff check .
 status=0
 "$VENV/bin/python" -m pytest tests "$@" || status=$?

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -127,7 +128,8 @@ def test_cli_lists_boards_with_toolchain_and_transport():
 
 
 def test_console_script_is_installed():
-    proc = subprocess.run(["pytest-ondevice", "boards"], capture_output=True, text=True)
+    script = Path(sysconfig.get_path("scripts")) / "pytest-ondevice"  # where pip put it for this Python
+    proc = subprocess.run([str(script), "boards"], capture_output=True, text=True)
     assert proc.returncode == 0 and "host" in proc.stdout
 
 

@@ -271,8 +271,12 @@ def test_data_files_are_pushed_beside_the_binary(pi):
     pi.write("testdata/golden.txt", "71 -34 99 -20")
     pi.write("ondevice.toml", 'data = ["testdata/golden.txt"]\n')
     pi.write("golden_test.c", DATA_TEST)
+    # a second binary, run at the same time, with its own file of the same name
+    pi.write("other/testdata/golden.txt", "1 2 3")
+    pi.write("other/ondevice.toml", 'data = ["testdata/golden.txt"]\n')
+    pi.write("other/other_golden_test.c", DATA_TEST.replace("71 -34 99 -20", "1 2 3"))
     result = run(pi)
-    result.assert_outcomes(passed=1)
+    result.assert_outcomes(passed=2)
 
 
 @pytest.fixture

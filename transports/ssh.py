@@ -63,7 +63,8 @@ class SshTransport(Transport):
         self._touched: set[str] = set()  # already in the cache, marked as used by this session
         self._push_locks: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
-        self._sftps: dict[int, Any] = {}  # one SFTP channel per thread: a client is not shared safely
+        self._sftps: dict[str, Any] = {}  # "deploy" and "prefetch": a client is not safe to share
+        self._deploy_lock = threading.Lock()  # deploys share one channel (sshd allows 10 per connection)
         self._runs = 0
 
     # -- connection --------------------------------------------------------------
@@ -132,7 +133,7 @@ class SshTransport(Transport):
         self.root = self.options.get("scratch_root", DEFAULT_SCRATCH_ROOT)
         self.cache = f"{self.root}/ondevice-cache-{conn.user}"
         try:  # SFTP requests, not a shell command: no process is started on the device
-            sftp = self._sftp()
+            sftp = self._sftp("deploy")
             with contextlib.suppress(OSError):
                 sftp.mkdir(self.cache, 0o755)
             self.scratch = self._make_scratch(sftp)
@@ -143,17 +144,14 @@ class SshTransport(Transport):
         except Exception as e:  # paramiko: SSHException or EOFError on a link that dropped
             raise ConnectionLost(f"{where}: connection lost: {e}") from None
 
-    def _sftp(self) -> Any:
-        """This thread's SFTP channel on the current connection, with a timeout on every reply."""
-        key = threading.get_ident()
+    def _sftp(self, role: str) -> Any:
+        """The SFTP channel for deploys or for prefetches, with a timeout on every reply."""
         with self._lock:
-            sftp = self._sftps.get(key)
-        if sftp is None:
-            sftp = self.conn.client.open_sftp()
-            sftp.get_channel().settimeout(float(self.options.get("sftp_timeout", SFTP_TIMEOUT)))
-            with self._lock:
-                self._sftps[key] = sftp
-        return sftp
+            sftp = self._sftps.get(role)
+            if sftp is None:
+                sftp = self._sftps[role] = self.conn.client.open_sftp()
+                sftp.get_channel().settimeout(float(self.options.get("sftp_timeout", SFTP_TIMEOUT)))
+            return sftp
 
     def _make_scratch(self, sftp: Any) -> str:
         """A fresh private directory, as `mktemp -d` would make it."""
@@ -189,22 +187,26 @@ class SshTransport(Transport):
     def prefetch(self, artifact: Path, sha256: str) -> None:
         """Push into the device cache on a second SFTP channel while the device runs other binaries."""
         with contextlib.suppress(Exception):
-            self._ensure_cached(self._sftp(), artifact, sha256)
+            self._ensure_cached(self._sftp("prefetch"), artifact, sha256)
 
     def deploy(self, artifact: Path, sha256: str, data: Sequence[Path] = ()) -> Deployed:
         cached = f"{self.cache}/{sha256}"
+        run_dir = None
         try:
-            sftp = self._sftp()
-            self._ensure_cached(sftp, artifact, sha256)
-            with self._push_lock(sha256):
-                with self._lock:
-                    name = self._name_for(artifact.name, sha256)
+            with self._deploy_lock:
+                sftp = self._sftp("deploy")
+                self._ensure_cached(sftp, artifact, sha256)
+                name = self._name_for(artifact.name, sha256)
                 link = f"{self.scratch}/{name}"
                 if name not in self._linked:  # the scratch dir is new each session
                     sftp.symlink(cached, link)
                     self._linked.add(name)
-            for path in data:  # small and test-specific: pushed every time, no cache
-                sftp.put(str(path), f"{self.scratch}/{path.name}")
+                if data:  # the binary's own cwd: two binaries' same-named files never meet
+                    run_dir = f"{self.scratch}/{name}.data"
+                    if not _exists(sftp, run_dir):
+                        sftp.mkdir(run_dir, 0o700)
+                    for path in data:  # small and test-specific: pushed every time, no cache
+                        sftp.put(str(path), f"{run_dir}/{path.name}")
         except OSError as e:
             if not self.conn.is_connected:
                 raise ConnectionLost(f"{self.where}: connection lost while pushing {artifact.name}") from None
@@ -213,7 +215,7 @@ class SshTransport(Transport):
             ) from None
         except Exception as e:  # paramiko: SSHException or EOFError on a link that dropped
             raise ConnectionLost(f"{self.where}: connection lost while pushing {artifact.name}: {e}") from None
-        return Deployed(link, sha256, pushed=sha256 in self._pushed)
+        return Deployed(link, sha256, pushed=sha256 in self._pushed, cwd=run_dir)
 
     def _free_space_note(self) -> str:
         """SFTP reports a full disk as a bare "Failure": say how much room there is."""
@@ -255,7 +257,7 @@ class SshTransport(Transport):
 
     def _prune(self) -> None:
         keep = int(self.options.get("cache_entries", DEFAULT_CACHE_ENTRIES))
-        sftp = self._sftp()
+        sftp = self._sftp("deploy")
         entries = sorted(sftp.listdir_attr(self.cache), key=lambda a: a.st_mtime or 0, reverse=True)
         stale = [a for a in entries if ".part-" in a.filename and time.time() - (a.st_mtime or 0) > 3600]
         done = [a for a in entries if ".part-" not in a.filename]
@@ -271,7 +273,7 @@ class SshTransport(Transport):
         env = f"env -i PATH=/usr/local/bin:/usr/bin:/bin HOME={q(self.scratch)} TMPDIR={q(self.scratch)}"
         wrapper = self.options.get("exec_wrapper", "")
         command = (
-            f"cd {q(self.scratch)} && echo $$ > {q(pidfile)} && "
+            f"cd {q(deployed.cwd or self.scratch)} && echo $$ > {q(pidfile)} && "
             f"exec {env} {wrapper} {q(deployed.path)} {' '.join(map(q, args))}"
         )
         transport = self.conn.client.get_transport()
