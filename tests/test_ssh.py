@@ -338,3 +338,26 @@ def test_no_key_to_log_in_with_says_how_to_add_one(pi, monkeypatch, tmp_path):
     result = pi.run(f"--device={pi.sshd.user}@127.0.0.1:{pi.sshd.port}", board=pi.board)
     result.assert_outcomes(errors=3)
     result.stdout.fnmatch_lines(["*no key to log in with*add an IdentityFile for it to ~/.ssh/config*"])
+
+
+def test_proxyjump_reaches_the_device_and_verifies_the_jump_host_key(pi):
+    """ssh_config's ProxyJump: the device behind a jump host (here the same sshd, reached as `localhost`)."""
+    s = pi.sshd
+    with open(s.ssh_config, "a") as f:
+        f.write(
+            f"\nHost pi-behind-jump\n    HostName localhost\n    Port {s.port}\n    User {s.user}\n"
+            f"    IdentityFile {s.client_key}\n    UserKnownHostsFile {s.known_hosts}\n    ProxyJump {s.alias}\n"
+        )
+    pi.write("cases_test.c", CASES)
+    unknown = pi.run("--device=pi-behind-jump", board=pi.board)  # `localhost` is not in known_hosts yet
+    unknown.assert_outcomes(errors=3)
+    unknown.stdout.fnmatch_lines([f"*unknown host key for [[]localhost[]]:{s.port}*ssh-keyscan -p {s.port} localhost*"])
+    key = s.known_hosts.read_text().split()[1:3]
+    with open(s.known_hosts, "a") as f:
+        f.write(f"[localhost]:{s.port} {key[0]} {key[1]}\n")
+    through = pi.run("--device=pi-behind-jump", board=pi.board)
+    through.assert_outcomes(passed=2, failed=1)
+    s.known_hosts.write_text(f"[localhost]:{s.port} {key[0]} {key[1]}\n")  # the jump host's key is gone
+    jump_unknown = pi.run("--device=pi-behind-jump", board=pi.board)
+    jump_unknown.assert_outcomes(errors=3)
+    jump_unknown.stdout.fnmatch_lines([f"*unknown host key for [[]127.0.0.1[]]:{s.port}*"])

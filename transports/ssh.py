@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import shlex
 import socket
@@ -85,16 +86,10 @@ class SshTransport(Transport):
         timeout = float(self.options.get("connect_timeout", CONNECT_TIMEOUT))
         conn = Connection(self.target, config=config, connect_timeout=timeout)
         known = _known_hosts_files(conn.ssh_config)
-        client = conn.client
-        with contextlib.suppress(OSError):
-            client.load_system_host_keys()
-        for path in known:
-            if path.is_file():
-                client.load_host_keys(str(path))
-        if self.options.get("accept_new_host_keys"):
-            client.set_missing_host_key_policy(_AcceptNew(known[0] if known else None))
-        else:
-            client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        hop = conn
+        while isinstance(hop, Connection):  # the device, then each ProxyJump host on the way
+            self._verify_host_keys(hop, paramiko.RejectPolicy)
+            hop = hop.gateway
         where = f"{conn.user}@{conn.host}:{conn.port}"
         try:
             if conn.gateway is None:  # direct: our own socket, so TCP_NODELAY holds from the first packet
@@ -104,7 +99,7 @@ class SshTransport(Transport):
             raise InfrastructureError(
                 f"{where}: the host key has CHANGED (known {e.expected_key.get_name()} "
                 f"{e.expected_key.fingerprint}, offered {e.key.fingerprint}); this may be an attack, or the "
-                f"device was reinstalled. If you trust it: ssh-keygen -R '{_key_name(conn)}'"
+                f"device was reinstalled. If you trust it: ssh-keygen -R '{e.hostname}'"
                 f"{_file_flag(known)}"
             ) from None
         except paramiko.AuthenticationException as e:
@@ -117,11 +112,14 @@ class SshTransport(Transport):
                     f"{where}: no key to log in with: no IdentityFile for this host in the ssh config, no "
                     "~/.ssh/id_* key and no ssh-agent; add an IdentityFile for it to ~/.ssh/config"
                 ) from None
-            if "not found in known_hosts" in str(e):
+            unknown = re.match(r"Server '(.+)' not found in known_hosts", str(e))
+            if unknown:  # the device's key, or a ProxyJump host's on the way
+                name = unknown.group(1)
+                host, port = _host_port(name)
                 raise InfrastructureError(
-                    f"{where}: unknown host key for {_key_name(conn)} (not in "
+                    f"{where}: unknown host key for {name} (not in "
                     f"{', '.join(map(str, known)) or '~/.ssh/known_hosts'}). Check its fingerprint and add it "
-                    f"(ssh-keyscan -p {conn.port} {conn.host} >> {known[0] if known else '~/.ssh/known_hosts'}), "
+                    f"(ssh-keyscan -p {port} {host} >> {known[0] if known else '~/.ssh/known_hosts'}), "
                     "or let a farm set-up accept new keys: ondevice_ssh_accept_new_host_keys = true"
                 ) from None
             raise InfrastructureError(f"{where}: SSH failed: {e}") from None
@@ -152,6 +150,20 @@ class SshTransport(Transport):
                 sftp = self._sftps[role] = self.conn.client.open_sftp()
                 sftp.get_channel().settimeout(float(self.options.get("sftp_timeout", SFTP_TIMEOUT)))
             return sftp
+
+    def _verify_host_keys(self, conn: Any, reject: type) -> None:
+        """What fabric leaves out: known_hosts loaded, and a policy other than accept-anything."""
+        known = _known_hosts_files(conn.ssh_config)
+        client = conn.client
+        with contextlib.suppress(OSError):
+            client.load_system_host_keys()
+        for path in known:
+            if path.is_file():
+                client.load_host_keys(str(path))
+        if self.options.get("accept_new_host_keys"):
+            client.set_missing_host_key_policy(_AcceptNew(known[0] if known else None))
+        else:
+            client.set_missing_host_key_policy(reject())
 
     def _make_scratch(self, sftp: Any) -> str:
         """A fresh private directory, as `mktemp -d` would make it."""
@@ -386,8 +398,10 @@ def _known_hosts_files(ssh_config: Any) -> list[Path]:
     return [Path(os.path.expanduser(v)) for v in items]
 
 
-def _key_name(conn: Any) -> str:
-    return conn.host if int(conn.port) == 22 else f"[{conn.host}]:{conn.port}"
+def _host_port(key_name: str) -> tuple[str, int]:
+    """known_hosts names a host `name` (port 22) or `[name]:port`."""
+    bracketed = re.fullmatch(r"\[(.+)\]:(\d+)", key_name)
+    return (bracketed.group(1), int(bracketed.group(2))) if bracketed else (key_name, 22)
 
 
 def _file_flag(known: list[Path]) -> str:
