@@ -67,6 +67,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("ondevice_timeout", "default device timeout in seconds", default="")
     parser.addini("ondevice_build_dir", "where builds and device logs go", default="")
     parser.addini("ondevice_retries", "extra attempts after a dropped device connection", default="1")
+    parser.addini("ondevice_renode", "the renode executable (default: $RENODE, then renode on PATH)", default="")
     parser.addini("ondevice_ssh_config", "an ssh_config file to use instead of ~/.ssh/config", default="")
     parser.addini(
         "ondevice_ssh_accept_new_host_keys",
@@ -151,6 +152,8 @@ def _transport_options(config: pytest.Config) -> dict:
         options["ssh_config"] = str(config.rootpath / config.getini("ondevice_ssh_config"))
     if config.getini("ondevice_ssh_accept_new_host_keys"):
         options["accept_new_host_keys"] = True
+    if config.getini("ondevice_renode"):
+        options["renode"] = config.getini("ondevice_renode")
     return options
 
 

@@ -196,6 +196,8 @@ class TestOutputParser:
             self.fault = rest.strip()[:MAX_LINE_CHARS]
             if self.current is not None:
                 self.current.add_failure(f"fault: {self.fault}")
+        elif verb == "exit":  # the runtime's exit status: the transport's to read (RunEnd)
+            pass
         elif len(self.extension_lines) < 1000:  # bench and future verbs, kept for later stages
             self.extension_lines.append(body[:MAX_LINE_CHARS])
 

@@ -25,6 +25,7 @@ BUILTIN = {
     "qemu-system": "pytest_ondevice.transports.qemu:QemuSystemTransport",
     "qemu-user": "pytest_ondevice.transports.qemu:QemuUserTransport",
     "ssh": "pytest_ondevice.transports.ssh:SshTransport",
+    "renode": "pytest_ondevice.transports.renode:RenodeTransport",
 }
 
 

@@ -26,8 +26,27 @@ __attribute__((weak)) void ondevice_write(const char *data, size_t len) {
   }
 }
 
+/* "#ondevice exit N": the exit status in the output itself, for hosts that see only the
+ * output (Renode halts the CPU at a semihosting exit and reports no status; a UART). */
+void ondevice_report_exit(int code) {
+  char line[32] = "\n#ondevice exit ";
+  size_t n = 16;
+  unsigned int v = code < 0 ? 0u - (unsigned int)code : (unsigned int)code;
+  char digits[11];
+  size_t d = 0;
+  do {
+    digits[d++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  if (code < 0) line[n++] = '-';
+  while (d > 0) line[n++] = digits[--d];
+  line[n++] = '\n';
+  ondevice_write(line, n);
+}
+
 /* SYS_EXIT_EXTENDED carries the exit code to the host (QEMU's exit status). */
 __attribute__((weak, noreturn)) void ondevice_exit(int code) {
+  ondevice_report_exit(code);
   uint32_t block[2] = {ADP_STOPPED_APPLICATION_EXIT, (uint32_t)code};
   semihost(SYS_EXIT_EXTENDED, block);
   semihost(SYS_EXIT, (const void *)(uintptr_t)ADP_STOPPED_APPLICATION_EXIT);

@@ -1,0 +1,266 @@
+"""The `renode` transport: bare-metal binaries on a Renode-emulated board.
+
+One Renode per session (per xdist worker), many binaries through it: the machine
+is created once from the board's platform description, its output (the
+semihosting UART by default, as TensorFlow Lite Micro's harness has it, or a
+USART) goes to a server socket terminal we read as a byte stream, and each
+binary is `pause` / `machine Reset` / `sysbus LoadELF` / `start`. A run ends at
+the runtime's `#ondevice exit N` line (Renode halts the CPU at a semihosting
+exit and reports no status), or at the timeout. Without `--device` we start
+`renode` headless ourselves and stop it at the end; `--device=renode://HOST:PORT`
+uses a monitor that is already running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_ondevice.protocol import RunEnd
+
+from . import Deployed, InfrastructureError, OnBytes, Transport
+from .renode_monitor import MonitorError, MonitorGone, RenodeMonitor
+
+DEFAULT_PLATFORM = "platforms/cpus/stm32f103.repl"
+SEMIHOSTING_UART = "sysbus.cpu.uartSemihosting"
+TERMINAL = "ondevice_term"
+START_TIMEOUT = 60.0
+EXIT_LINE = re.compile(rb"#ondevice exit (-?\d+)")
+INSTALL_HINT = (
+    "install Renode: its portable Linux package from https://github.com/renode/renode/releases "
+    "(put `renode` on PATH or set RENODE=/path/to/renode), or run its Docker image "
+    "(antmicro/renode) and pass --device=renode://HOST:1234; no install needed for "
+    "--board=bluepill-qemu, the same target under QEMU"
+)
+
+
+def find_renode(options: dict[str, Any]) -> str | None:
+    """The board's or ini's `renode`, then $RENODE, then `renode` on PATH."""
+    for candidate in (options.get("renode"), os.environ.get("RENODE"), "renode"):
+        if candidate:
+            path = shutil.which(candidate)
+            if path:
+                return path
+    return None
+
+
+class RenodeTransport(Transport):
+    name = "renode"
+
+    @classmethod
+    def status(cls, options: dict[str, Any]) -> str:
+        path = find_renode(options)
+        return f"found: {path}" if path else "missing: renode (see README: Renode)"
+
+    def __init__(self, board: Any, device: str | None, options: dict[str, Any]) -> None:
+        super().__init__(board, device, options)
+        self.proc: subprocess.Popen | None = None
+        self.monitor: RenodeMonitor | None = None
+        self.terminal: socket.socket | None = None
+        self.machine = f"ondevice-{os.getpid()}"
+
+    # -- session -----------------------------------------------------------------
+    def open(self) -> None:
+        if self.device:
+            match = re.fullmatch(r"renode://([^:/]+):(\d+)/?", self.device)
+            if not match:
+                raise InfrastructureError(f"--device={self.device}: expected renode://HOST:PORT")
+            host, port = match.group(1), int(match.group(2))
+        else:
+            host, port = "127.0.0.1", self._start_renode()
+        self.host = host
+        try:
+            self.monitor = RenodeMonitor(host, port, float(self.options.get("monitor_timeout", 30.0)))
+            self._create_machine()
+        except (MonitorError, MonitorGone) as e:
+            self.close()
+            raise InfrastructureError(f"{self.board.name}: {e}") from None
+
+    def _start_renode(self) -> int:
+        renode = find_renode(self.options)
+        if renode is None:
+            raise InfrastructureError(f"renode not found (PATH, $RENODE, ondevice_renode); {INSTALL_HINT}")
+        port = _free_port()
+        self._tmp = tempfile.TemporaryDirectory(prefix="ondevice-renode-")
+        self.log_path = Path(self._tmp.name) / "renode.log"
+        log = open(self.log_path, "wb")  # noqa: SIM115 - handed to the child
+        argv = [renode, "--disable-xwt", "--plain", "--port", str(port), "--pid-file", f"{self._tmp.name}/pid"]
+        try:
+            self.proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        except OSError as e:
+            raise InfrastructureError(f"cannot start {renode}: {e}") from None
+        finally:
+            log.close()
+        ready = f"Monitor available in telnet mode on port {port}".encode()
+        deadline = time.monotonic() + float(self.options.get("start_timeout", START_TIMEOUT))
+        while time.monotonic() < deadline:
+            if ready in self.log_path.read_bytes():
+                return port
+            if self.proc.poll() is not None:
+                raise InfrastructureError(
+                    f"renode exited with status {self.proc.returncode} while starting: {self._log_tail()}"
+                )
+            time.sleep(0.05)
+        self._stop_renode()
+        raise InfrastructureError(f"renode did not offer its monitor within the start timeout: {self._log_tail()}")
+
+    def _create_machine(self) -> None:
+        assert self.monitor is not None
+        m = self.monitor
+        m.command(f'mach create "{self.machine}"')
+        script = self.options.get("script")
+        if script:  # a board's own .resc sets the machine up
+            m.command(f"include @{_renode_path(script, self.board)}")
+        else:
+            platform = _renode_path(self.options.get("platform", DEFAULT_PLATFORM), self.board)
+            m.command(f"machine LoadPlatformDescription @{platform}")
+        output = self.options.get("output", SEMIHOSTING_UART)
+        if output == SEMIHOSTING_UART and not script:
+            m.command('machine LoadPlatformDescriptionFromString "uartSemihosting: UART.SemihostingUart @ cpu"')
+        term_port = int(self.options.get("terminal_port", 0)) or _free_port()
+        m.command(f'emulation CreateServerSocketTerminal {term_port} "{TERMINAL}" false')
+        m.command(f"connector Connect {output} {TERMINAL}")
+        try:
+            self.terminal = socket.create_connection((self.host, term_port), timeout=10)
+        except OSError as e:
+            raise MonitorGone(f"cannot connect to Renode's socket terminal on {self.host}:{term_port}: {e}") from None
+
+    # -- deploy and run ------------------------------------------------------------
+    def deploy(self, artifact: Path, sha256: str, data: Sequence[Path] = ()) -> Deployed:
+        # Renode reads the ELF itself: a remote Renode needs the build dir at the same path
+        return Deployed(str(artifact.resolve()), sha256, pushed=None)
+
+    def run(self, deployed: Deployed, args: list[str], timeout: float, on_bytes: OnBytes) -> RunEnd:
+        assert self.monitor is not None and self.terminal is not None
+        start = time.monotonic()
+        try:
+            self._command("pause")
+            self._drain()  # what the previous binary printed after its exit line
+            self._command("machine Reset")  # peripherals and CPU: nothing carries over
+            self._command(f"sysbus LoadELF @{deployed.path}")
+            self._command("start")
+            end = self._read_until_exit(timeout, on_bytes)
+            if end.exit_code is None:
+                self._command("pause")  # a hang: frozen until the next binary resets the machine
+        except MonitorError as e:
+            raise InfrastructureError(f"{self.board.name}: {e}") from None
+        end.duration = time.monotonic() - start
+        return end
+
+    def _read_until_exit(self, timeout: float, on_bytes: OnBytes) -> RunEnd:
+        assert self.terminal is not None
+        end = RunEnd()
+        deadline = time.monotonic() + timeout
+        tail = b""
+        self.terminal.setblocking(False)
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                end.timed_out = timeout
+                return end
+            if self.stop.is_set():
+                raise InfrastructureError(f"{self.board.name}: run stopped: the session ended")
+            ready, _, _ = select.select([self.terminal], [], [], min(0.1, remaining))
+            if not ready:
+                self._check_alive()
+                continue
+            try:
+                data = self.terminal.recv(65536)
+            except BlockingIOError:
+                continue
+            except OSError as e:
+                raise InfrastructureError(f"{self.board.name}: Renode's output stopped: {e}") from None
+            if not data:
+                raise InfrastructureError(f"{self.board.name}: Renode closed its output mid-run{self._died()}")
+            on_bytes(data)
+            tail = (tail + data)[-256:]
+            match = EXIT_LINE.search(tail)
+            if match and tail.endswith(b"\n", match.end()):
+                end.exit_code = int(match.group(1))
+                return end
+
+    def _command(self, line: str) -> str:
+        assert self.monitor is not None
+        try:
+            return self.monitor.command(line)
+        except MonitorGone as e:
+            raise InfrastructureError(f"{self.board.name}: {e}{self._died()}") from None
+
+    def _drain(self) -> None:
+        assert self.terminal is not None
+        self.terminal.setblocking(False)
+        with contextlib.suppress(BlockingIOError, OSError):
+            while self.terminal.recv(65536):
+                pass
+
+    def _check_alive(self) -> None:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise InfrastructureError(f"{self.board.name}: Renode died mid-run{self._died()}")
+
+    def _died(self) -> str:
+        if self.proc is None:
+            return ""
+        if self.proc.poll() is None:
+            return ""
+        return f" (renode exited with status {self.proc.returncode}: {self._log_tail()})"
+
+    def _log_tail(self) -> str:
+        try:
+            text = self.log_path.read_bytes()[-600:].decode(errors="replace").strip()
+        except OSError:
+            return "no output"
+        return text.replace("\n", " / ") or "no output"
+
+    # -- end -------------------------------------------------------------------------
+    def close(self) -> None:
+        if self.monitor is not None:
+            with contextlib.suppress(Exception):
+                if self.proc is not None:
+                    self.monitor.sock.sendall(b"quit\n")
+                else:  # someone else's Renode: leave it as we found it
+                    self.monitor.command("pause")
+                    self.monitor.command(f'mach rem "{self.machine}"')
+            self.monitor.close()
+            self.monitor = None
+        if self.terminal is not None:
+            with contextlib.suppress(OSError):
+                self.terminal.close()
+            self.terminal = None
+        self._stop_renode()
+
+    def _stop_renode(self) -> None:
+        if self.proc is None:
+            return
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        self.proc = None
+
+
+def _renode_path(path: str, board: Any) -> str:
+    """A file beside the board file is ours to name absolutely; anything else is Renode's own
+    (e.g. `platforms/cpus/stm32f103.repl`, relative to Renode's install)."""
+    local = Path(board.path).parent / path
+    return str(local.resolve()) if local.is_file() else path
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
