@@ -85,7 +85,7 @@ class RenodeTransport(Transport):
             self._create_machine()
         except (MonitorError, MonitorGone) as e:
             self.close()
-            raise InfrastructureError(f"{self.board.name}: {e}") from None
+            raise InfrastructureError(f"{e}") from None
 
     def _start_renode(self) -> int:
         renode = find_renode(self.options)
@@ -156,7 +156,7 @@ class RenodeTransport(Transport):
             if end.exit_code is None:
                 self._command("pause")  # a hang: frozen until the next binary resets the machine
         except MonitorError as e:
-            raise InfrastructureError(f"{self.board.name}: {e}") from None
+            raise InfrastructureError(f"{e}") from None
         end.duration = time.monotonic() - start
         return end
 
@@ -172,7 +172,7 @@ class RenodeTransport(Transport):
                 end.timed_out = timeout
                 return end
             if self.stop.is_set():
-                raise InfrastructureError(f"{self.board.name}: run stopped: the session ended")
+                raise InfrastructureError("run stopped: the session ended")
             ready, _, _ = select.select([self.terminal], [], [], min(0.1, remaining))
             if not ready:
                 self._check_alive()
@@ -182,9 +182,9 @@ class RenodeTransport(Transport):
             except BlockingIOError:
                 continue
             except OSError as e:
-                raise InfrastructureError(f"{self.board.name}: Renode's output stopped: {e}") from None
+                raise InfrastructureError(f"Renode's output stopped: {e}") from None
             if not data:
-                raise InfrastructureError(f"{self.board.name}: Renode closed its output mid-run{self._died()}")
+                raise InfrastructureError(f"Renode closed its output mid-run{self._died()}")
             on_bytes(data)
             tail = (tail + data)[-256:]
             match = EXIT_LINE.search(tail)
@@ -197,7 +197,7 @@ class RenodeTransport(Transport):
         try:
             return self.monitor.command(line)
         except MonitorGone as e:
-            raise InfrastructureError(f"{self.board.name}: {e}{self._died()}") from None
+            raise InfrastructureError(f"{e}{self._died()}") from None
 
     def _drain(self) -> None:
         assert self.terminal is not None
@@ -208,12 +208,15 @@ class RenodeTransport(Transport):
 
     def _check_alive(self) -> None:
         if self.proc is not None and self.proc.poll() is not None:
-            raise InfrastructureError(f"{self.board.name}: Renode died mid-run{self._died()}")
+            raise InfrastructureError(f"Renode died mid-run{self._died()}")
 
     def _died(self) -> str:
+        """Why the connection ended, when it is because our Renode exited."""
         if self.proc is None:
             return ""
-        if self.proc.poll() is None:
+        try:
+            self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
             return ""
         return f" (renode exited with status {self.proc.returncode}: {self._log_tail()})"
 
@@ -228,8 +231,9 @@ class RenodeTransport(Transport):
     def close(self) -> None:
         if self.monitor is not None:
             with contextlib.suppress(Exception):
-                if self.proc is not None:
+                if self.proc is not None:  # the monitor stays connected until Renode has gone
                     self.monitor.sock.sendall(b"quit\n")
+                    self.proc.wait(timeout=5)
                 else:  # someone else's Renode: leave it as we found it
                     self.monitor.command("pause")
                     self.monitor.command(f'mach rem "{self.machine}"')

@@ -129,6 +129,10 @@ class StandIn:
     def execute(self, line: str) -> list[tuple[str, bool]]:
         if not line:
             return []
+        transcript = os.environ.get("ONDEVICE_STANDIN_TRANSCRIPT")
+        if transcript:  # the tests read back which commands the client sent
+            with open(transcript, "a") as f:
+                f.write(line + "\n")
         try:
             words = shlex.split(line)
         except ValueError:
@@ -266,6 +270,7 @@ class StandIn:
         while True:
             data = qemu.stdout.read1(4096)
             if not data:
+                qemu.wait()
                 return  # the program exited: the CPU halts, the emulation stays started
             name = m.connections.get("sysbus.cpu.uartSemihosting")
             if name and m.qemu is qemu:
@@ -292,6 +297,10 @@ def main(argv: list[str]) -> int:
             pid_file = next(it)
     if pid_file:
         Path(pid_file).write_text(str(os.getpid()))
+    launches = os.environ.get("ONDEVICE_STANDIN_LAUNCHES")
+    if launches:  # the tests count how many Renodes a session started
+        with open(launches, "a") as f:
+            f.write(f"{os.getpid()}\n")
     die = int(os.environ.get("ONDEVICE_STANDIN_DIE_ON_START", "0"))
     StandIn(port, die).serve_forever()
     return 0

@@ -1,0 +1,288 @@
+"""`--board=bluepill-renode` through the Renode monitor client.
+
+Renode cannot be installed here, so these run against tests/support/renode_standin.py, a
+stand-in speaking Renode's monitor protocol with QEMU behind it. When a real `renode` is
+on PATH the same tests run against it too.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from pytest_ondevice.transports.renode_monitor import MonitorError, RenodeMonitor, _strip_echo, _strip_telnet
+
+SUPPORT = Path(__file__).resolve().parent / "support"
+STANDIN = SUPPORT / "bin" / "renode"
+REAL_RENODE = shutil.which("renode")
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(
+    params=[
+        "stand-in",
+        pytest.param(
+            "renode",
+            marks=pytest.mark.skipif(
+                REAL_RENODE is None, reason="no renode on PATH: verified against the stand-in only"
+            ),
+        ),
+    ]
+)
+def renode(request, monkeypatch, tmp_path):
+    """The `renode` the plugin will start; records each launch of the stand-in."""
+    binary = str(STANDIN) if request.param == "stand-in" else REAL_RENODE
+    monkeypatch.setenv("RENODE", binary)
+    launches = tmp_path / "launches"
+    monkeypatch.setenv("ONDEVICE_STANDIN_LAUNCHES", str(launches))
+    yield launches
+    assert not _running_standins(), "a Renode was left running"
+
+
+def _running_standins() -> list[str]:
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if f"{STANDIN} --disable-xwt" in line]
+
+
+CASES = """
+    #include "micro_test.h"
+    TF_LITE_MICRO_TESTS_BEGIN
+    TF_LITE_MICRO_TEST(Passes) { TF_LITE_MICRO_EXPECT_EQ(2, 1 + 1); }
+    TF_LITE_MICRO_TEST(Fails) { int acc = 3; TF_LITE_MICRO_EXPECT_EQ(acc, 4); }
+    TF_LITE_MICRO_TESTS_END
+"""
+
+FAULT = """
+    #include "micro_test.h"
+    TF_LITE_MICRO_TESTS_BEGIN
+    TF_LITE_MICRO_TEST(Fine) { TF_LITE_MICRO_EXPECT(1); }
+    TF_LITE_MICRO_TEST(Traps) { __builtin_trap(); }
+    TF_LITE_MICRO_TEST(NeverRuns) { TF_LITE_MICRO_EXPECT(1); }
+    TF_LITE_MICRO_TESTS_END
+"""
+
+NO_VERDICT = """
+    #include <stdlib.h>
+    #include "micro_test.h"
+    TF_LITE_MICRO_TESTS_BEGIN
+    TF_LITE_MICRO_TEST(LeavesEarly) { exit(0); }
+    TF_LITE_MICRO_TESTS_END
+"""
+
+HANG = """
+    #include "micro_test.h"
+    TF_LITE_MICRO_TESTS_BEGIN
+    TF_LITE_MICRO_TEST(Spins) { for (volatile int i = 0; ; ++i) {} }
+    TF_LITE_MICRO_TESTS_END
+"""
+
+# the first binary leaves SysTick running; the second must find it reset
+SYSTICK_ON = """
+    #include <stdint.h>
+    #include "micro_test.h"
+    #define SYST_CSR (*(volatile uint32_t *)0xE000E010)
+    #define SYST_RVR (*(volatile uint32_t *)0xE000E014)
+    TF_LITE_MICRO_TESTS_BEGIN
+    TF_LITE_MICRO_TEST(StartsSysTick) { SYST_RVR = 0xFFFFFF; SYST_CSR = 5; TF_LITE_MICRO_EXPECT_EQ(SYST_CSR & 1, 1); }
+    TF_LITE_MICRO_TESTS_END
+"""
+SYSTICK_OFF = """
+    #include <stdint.h>
+    #include "micro_test.h"
+    #define SYST_CSR (*(volatile uint32_t *)0xE000E010)
+    TF_LITE_MICRO_TESTS_BEGIN
+    TF_LITE_MICRO_TEST(FindsSysTickReset) { TF_LITE_MICRO_EXPECT_EQ(SYST_CSR & 1, 0); }
+    TF_LITE_MICRO_TESTS_END
+"""
+
+
+def test_examples_pass_per_case_as_on_bluepill_qemu(project, renode):
+    project.copy_examples()
+    result = project.run("examples", "-v", board="bluepill-renode,bluepill-qemu")
+    result.assert_outcomes(passed=16)
+    result.stdout.fnmatch_lines(["*depthwise_conv_test.c::SimpleTestQuantized[[]bluepill-renode[]] PASSED*"])
+    assert len(renode.read_text().split()) == 1  # one Renode for the session
+
+
+def test_pass_and_fail_with_the_failure_location(project, renode):
+    project.write("cases_test.c", CASES)
+    result = project.run("-v", board="bluepill-renode")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*acc == 4 failed at cases_test.c:5 (3 vs 4)*"])
+
+
+def test_fault_is_a_failure_naming_it_and_the_next_binary_runs(project, renode):
+    project.write("a_fault_test.c", FAULT)
+    project.write("b_cases_test.c", CASES)
+    result = project.run("-v", board="bluepill-renode")
+    result.assert_outcomes(passed=2, failed=3)
+    result.stdout.fnmatch_lines(["*Traps*fault: UsageFault*"])
+    result.stdout.fnmatch_lines(["*b_cases_test.c::Passes*PASSED*"])
+
+
+def test_output_without_the_summary_is_no_verdict(project, renode):
+    project.write("early_test.c", NO_VERDICT)
+    result = project.run(board="bluepill-renode")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*no verdict*"])
+
+
+def test_hang_is_stopped_at_the_timeout_and_the_machine_serves_the_next_binary(project, renode):
+    project.write("a_hang_test.c", HANG)
+    project.write("b_cases_test.c", CASES)
+    result = project.run("--device-timeout=2", board="bluepill-renode")
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(["*timed out after 2s while this case was running*"])
+
+
+def test_two_binaries_in_a_row_through_one_renode_with_state_reset(project, renode, monkeypatch):
+    transcript = project.path / "monitor-commands.txt"
+    monkeypatch.setenv("ONDEVICE_STANDIN_TRANSCRIPT", str(transcript))
+    project.write("a_systick_test.c", SYSTICK_ON)
+    project.write("b_systick_test.c", SYSTICK_OFF)
+    result = project.run("--device-log=live", board="bluepill-renode")
+    result.assert_outcomes(passed=2)
+    assert len(renode.read_text().split()) == 1
+    # the stand-in starts a fresh QEMU per binary, so it cannot show stale peripheral state:
+    # what it can show is that the client resets the machine before loading each binary
+    sent = transcript.read_text().splitlines()
+    per_binary = [sent[i - 1 : i + 3] for i, line in enumerate(sent) if line == "machine Reset"]
+    assert [[c.split(" @")[0] for c in seq] for seq in per_binary] == [
+        ["pause", "machine Reset", "sysbus LoadELF", "start"]
+    ] * 2
+    assert sent[-1] == "quit"
+    log_b = (project.path / "_build" / "bluepill-renode" / "logs" / "b_systick_test.c.log").read_text()
+    assert "StartsSysTick" not in log_b  # nothing of the first binary's output leaks into the second's
+    result.stdout.fnmatch_lines(["*[[]bluepill-renode[]] Testing FindsSysTickReset*"])
+
+
+def test_renode_not_found_is_an_error_saying_how_to_install_it(project, monkeypatch):
+    monkeypatch.delenv("RENODE", raising=False)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    project.write("cases_test.c", CASES)
+    result = project.run(board="bluepill-renode")
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(["*renode not found*portable Linux package*--board=bluepill-qemu*"])
+
+
+def test_monitor_refusing_a_command_is_an_error_quoting_renode(project, renode):
+    project.write(
+        "boards/bluepill-odd.toml",
+        'extends = "bluepill-renode"\n[transport]\nplatform = "platforms/cpus/nosuch.repl"\n',
+    )
+    project.pytester.makeini(f"[pytest]\nondevice_build_dir = {project.path / '_build'}\nondevice_boards = boards\n")
+    project.write("cases_test.c", CASES)
+    result = project.run(board="bluepill-odd")
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(
+        ["*Renode refused `machine LoadPlatformDescription @platforms/cpus/nosuch.repl`: There was an error*"]
+    )
+
+
+def test_renode_dying_mid_run_is_an_error_not_a_failure(project, renode, monkeypatch):
+    monkeypatch.setenv("ONDEVICE_STANDIN_DIE_ON_START", "1")
+    project.write("cases_test.c", CASES)
+    result = project.run(board="bluepill-renode")
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(["*Renode*closed*renode exited with status 134*"])
+
+
+@pytest.fixture
+def running_renode():
+    """A Renode someone else started (a farm host): our session must leave it running."""
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, str(STANDIN), "--port", str(port)], stdout=subprocess.PIPE, start_new_session=True
+    )
+    assert proc.stdout is not None
+    assert b"Monitor available" in proc.stdout.readline()
+    yield port
+    proc.kill()
+    proc.wait()
+
+
+def test_device_url_uses_a_renode_already_running(project, running_renode, monkeypatch):
+    monkeypatch.setenv("RENODE", "/nonexistent/renode")  # never started by us
+    project.copy_examples()
+    url = f"--device=renode://127.0.0.1:{running_renode}"
+    for _ in range(2):  # a second session on the same Renode: the first left it clean
+        result = project.run("examples", url, board="bluepill-renode")
+        result.assert_outcomes(passed=8)
+    monitor = RenodeMonitor("127.0.0.1", running_renode)
+    with pytest.raises(MonitorError, match=r"Machine ondevice-\d+ not found"):
+        monitor.command(f'mach set "ondevice-{os.getpid()}"')  # our machine was removed at the end
+    monitor.close()
+
+
+# -- the protocol, byte for byte (transcripts of what Renode sends) --------------------------
+
+
+def test_transcript_of_connect_echo_prompt_and_refusals(running_renode):
+    sock = socket.create_connection(("127.0.0.1", running_renode), timeout=5)
+    assert _read_until(sock, b"(monitor) ") == (
+        b"\xff\xfd\x00\xff\xfd\x1f\xff\xfb\x01\xff\xfb\x03\xff\xfc\x22"
+        b"Renode, version 1.15.3.0 (ondevice-stand-in)\r\n\r(monitor) "
+    )
+    sock.sendall(b'mach create "m"\n')
+    assert _read_until(sock, b"(m) ") == b'mach create "m"\n\r(m) '
+    sock.sendall(b"frobnicate\n")
+    assert _read_until(sock, b"(m) ") == b"frobnicate\n\rNo such command or device: frobnicate\r\n(m) "
+    sock.sendall(b"start\n")
+    assert _read_until(sock, b"(m) ") == b"start\n\rStarting emulation...\r\n\r(m) "
+    sock.sendall(b"sysbus LoadELF @/x.elf\n")
+    assert b"Cannot load ELF on an unpaused machine." in _read_until(sock, b"(m) ")
+    sock.close()
+
+
+def test_client_commands_against_the_monitor(running_renode, tmp_path):
+    monitor = RenodeMonitor("127.0.0.1", running_renode)
+    assert "Renode, version" in monitor.banner and monitor.prompt == "monitor"
+    assert monitor.command('mach create "t"') == "" and monitor.prompt == "t"
+    assert monitor.command("machine LoadPlatformDescription @platforms/cpus/stm32f103.repl") == ""
+    assert (
+        monitor.command('machine LoadPlatformDescriptionFromString "uartSemihosting: UART.SemihostingUart @ cpu"') == ""
+    )
+    assert monitor.command(f'emulation CreateServerSocketTerminal {_free_port()} "term" false') == ""
+    assert monitor.command("connector Connect sysbus.cpu.uartSemihosting term") == ""
+    with pytest.raises(MonitorError, match="Could not find file"):
+        monitor.command(f"sysbus LoadELF @{tmp_path / 'missing.elf'}")
+    assert monitor.command("start") == "Starting emulation..."
+    assert monitor.command("start") == "Emulation is already started. Ignoring command"
+    assert monitor.command("pause") == "Pausing emulation..."
+    assert monitor.command("machine Reset") == ""
+    with pytest.raises(MonitorError, match="No such command or device: frobnicate"):
+        monitor.command("frobnicate")
+    monitor.close()
+
+
+def test_telnet_commands_split_across_reads_are_dropped():
+    text, rest = _strip_telnet(b"ab\xff\xfd")
+    assert (text, rest) == (b"ab", b"\xff\xfd")
+    text, rest = _strip_telnet(rest + b"\x00cd\xff\xff\xff\xfa\x1f\x00\x50\xff\xf0e")
+    assert (text, rest) == (b"cd\xffe", b"")
+
+
+def test_answers_with_renodes_irregular_line_endings():
+    assert _strip_echo("start\n\rStarting emulation...\r\n\r", "start") == "Starting emulation..."
+    assert _strip_echo("x\n\rline one\r\n\rline two\r\n", "x") == "line one\nline two"
+
+
+def _read_until(sock: socket.socket, end: bytes) -> bytes:
+    data = b""
+    deadline = time.monotonic() + 5
+    while not data.endswith(end) and time.monotonic() < deadline:
+        data += sock.recv(4096)
+    return data
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
