@@ -37,13 +37,27 @@ pytestmark = pytest.mark.slow
     ]
 )
 def renode(request, monkeypatch, tmp_path):
-    """The `renode` the plugin will start; records each launch of the stand-in."""
+    """The `renode` the plugin will start (the stand-in records its launches and commands)."""
     binary = str(STANDIN) if request.param == "stand-in" else REAL_RENODE
     monkeypatch.setenv("RENODE", binary)
-    launches = tmp_path / "launches"
-    monkeypatch.setenv("ONDEVICE_STANDIN_LAUNCHES", str(launches))
-    yield launches
+    used = UsedRenode(request.param == "stand-in", tmp_path / "launches", tmp_path / "monitor-commands.txt")
+    monkeypatch.setenv("ONDEVICE_STANDIN_LAUNCHES", str(used.launches))
+    monkeypatch.setenv("ONDEVICE_STANDIN_TRANSCRIPT", str(used.transcript))
+    yield used
     assert not _running_standins(), "a Renode was left running"
+
+
+class UsedRenode:
+    def __init__(self, standin: bool, launches: Path, transcript: Path) -> None:
+        self.standin, self.launches, self.transcript = standin, launches, transcript
+
+    def assert_started_once(self) -> None:
+        if self.standin:
+            assert len(self.launches.read_text().split()) == 1
+
+    def only_standin(self, why: str) -> None:
+        if not self.standin:
+            pytest.skip(f"stand-in only: {why}")
 
 
 def _running_standins() -> list[str]:
@@ -108,7 +122,7 @@ def test_examples_pass_per_case_as_on_bluepill_qemu(project, renode):
     result = project.run("examples", "-v", board="bluepill-renode,bluepill-qemu")
     result.assert_outcomes(passed=16)
     result.stdout.fnmatch_lines(["*depthwise_conv_test.c::SimpleTestQuantized[[]bluepill-renode[]] PASSED*"])
-    assert len(renode.read_text().split()) == 1  # one Renode for the session
+    renode.assert_started_once()
 
 
 def test_pass_and_fail_with_the_failure_location(project, renode):
@@ -142,17 +156,17 @@ def test_hang_is_stopped_at_the_timeout_and_the_machine_serves_the_next_binary(p
     result.stdout.fnmatch_lines(["*timed out after 2s while this case was running*"])
 
 
-def test_two_binaries_in_a_row_through_one_renode_with_state_reset(project, renode, monkeypatch):
-    transcript = project.path / "monitor-commands.txt"
-    monkeypatch.setenv("ONDEVICE_STANDIN_TRANSCRIPT", str(transcript))
+def test_two_binaries_in_a_row_through_one_renode_with_state_reset(project, renode):
     project.write("a_systick_test.c", SYSTICK_ON)
     project.write("b_systick_test.c", SYSTICK_OFF)
     result = project.run("--device-log=live", board="bluepill-renode")
     result.assert_outcomes(passed=2)
-    assert len(renode.read_text().split()) == 1
+    renode.assert_started_once()
+    if not renode.standin:
+        return  # a real Renode has shown the reset itself (SysTick found off)
     # the stand-in starts a fresh QEMU per binary, so it cannot show stale peripheral state:
     # what it can show is that the client resets the machine before loading each binary
-    sent = transcript.read_text().splitlines()
+    sent = renode.transcript.read_text().splitlines()
     per_binary = [sent[i - 1 : i + 3] for i, line in enumerate(sent) if line == "machine Reset"]
     assert [[c.split(" @")[0] for c in seq] for seq in per_binary] == [
         ["pause", "machine Reset", "sysbus LoadELF", "start"]
@@ -187,6 +201,7 @@ def test_monitor_refusing_a_command_is_an_error_quoting_renode(project, renode):
 
 
 def test_renode_dying_mid_run_is_an_error_not_a_failure(project, renode, monkeypatch):
+    renode.only_standin("a real Renode cannot be told to crash")
     monkeypatch.setenv("ONDEVICE_STANDIN_DIE_ON_START", "1")
     project.write("cases_test.c", CASES)
     result = project.run(board="bluepill-renode")
