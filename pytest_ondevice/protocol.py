@@ -10,7 +10,7 @@ The protocol is documented in docs/protocol.md.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from .lines import BoundedLines
@@ -51,10 +51,11 @@ class RunEnd:
     fault: str | None = None  # a CPU fault the bare-metal runtime or the emulator reported
     timed_out: float | None = None  # the timeout in seconds, when it struck
     duration: float = 0.0
+    clock: str = ""  # which clock the timeout counted, when not the wall clock ("virtual time")
 
     def abnormal(self) -> str | None:
         if self.timed_out is not None:
-            return f"timed out after {self.timed_out:g}s"
+            return f"timed out after {self.timed_out:g}s" + (f" of {self.clock}" if self.clock else "")
         if self.fault:
             return f"fault: {self.fault}"
         if self.signal:
@@ -253,7 +254,7 @@ class TestOutputParser:
 
     def verdicts(self, expected: list[str], end: RunEnd) -> BinaryVerdicts:
         if self.fault and not end.fault:
-            end = RunEnd(end.exit_code, end.signal, self.fault, end.timed_out, end.duration)
+            end = replace(end, fault=self.fault)
         abnormal = end.abnormal()
         running = self.current.name if self.current and self.current.outcome is None else None
         problems: list[str] = []

@@ -36,6 +36,7 @@ DEFAULT_PLATFORM = "platforms/cpus/stm32f103.repl"
 SEMIHOSTING_UART = "sysbus.cpu.uartSemihosting"
 TERMINAL = "ondevice_term"
 START_TIMEOUT = 60.0
+VIRTUAL_POLL = 0.25  # seconds between virtual-time checks while the program prints nothing
 EXIT_LINE = re.compile(rb"#ondevice exit (-?\d+)")
 INSTALL_HINT = (
     "install Renode: its portable Linux package from https://github.com/renode/renode/releases "
@@ -151,8 +152,10 @@ class RenodeTransport(Transport):
             self._drain()  # what the previous binary printed after its exit line
             self._command("machine Reset")  # peripherals and CPU: nothing carries over
             self._command(f"sysbus LoadELF @{deployed.path}")
+            budget = self._instruction_budget(timeout)
+            base = self._executed() if budget else 0
             self._command("start")
-            end = self._read_until_exit(timeout, on_bytes)
+            end = self._read_until_exit(timeout, on_bytes, budget and base + budget)
             if end.exit_code is None:
                 self._command("pause")  # a hang: frozen until the next binary resets the machine
         except MonitorError as e:
@@ -160,14 +163,30 @@ class RenodeTransport(Transport):
         end.duration = time.monotonic() - start
         return end
 
-    def _read_until_exit(self, timeout: float, on_bytes: OnBytes) -> RunEnd:
+    def _instruction_budget(self, timeout: float) -> int:
+        """The virtual-time budget in instructions (board clock, one instruction per cycle)."""
+        seconds = float(self.options.get("virtual_timeout", timeout))
+        hz = self.board.clock_hz
+        return int(seconds * hz) if hz and seconds > 0 else 0
+
+    def _executed(self) -> int:
+        answer = self._command(f"{self.options.get('cpu', 'sysbus.cpu')} ExecutedInstructions")
+        number = re.search(r"0x[0-9a-fA-F]+|\d+", answer)
+        if number is None:
+            raise InfrastructureError(f"Renode's answer to ExecutedInstructions is not a number: {answer!r}")
+        return int(number.group(0), 0)
+
+    def _read_until_exit(self, timeout: float, on_bytes: OnBytes, instruction_limit: int = 0) -> RunEnd:
+        """Output until the exit line; the wall clock and (polled) virtual time both bound it."""
         assert self.terminal is not None
         end = RunEnd()
         deadline = time.monotonic() + timeout
+        next_poll = time.monotonic() + VIRTUAL_POLL
         tail = b""
         self.terminal.setblocking(False)
         while True:
-            remaining = deadline - time.monotonic()
+            now = time.monotonic()
+            remaining = deadline - now
             if remaining <= 0:
                 end.timed_out = timeout
                 return end
@@ -176,6 +195,12 @@ class RenodeTransport(Transport):
             ready, _, _ = select.select([self.terminal], [], [], min(0.1, remaining))
             if not ready:
                 self._check_alive()
+                if instruction_limit and time.monotonic() >= next_poll:
+                    next_poll = time.monotonic() + VIRTUAL_POLL
+                    if self._executed() >= instruction_limit:
+                        end.timed_out = float(self.options.get("virtual_timeout", timeout))
+                        end.clock = "virtual time"
+                        return end
                 continue
             try:
                 data = self.terminal.recv(65536)
