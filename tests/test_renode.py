@@ -189,6 +189,21 @@ def test_two_binaries_in_a_row_through_one_renode_with_state_reset(project, reno
     result.stdout.fnmatch_lines(["*[[]bluepill-renode[]] Testing FindsSysTickReset*"])
 
 
+def test_a_board_may_set_the_machine_up_with_its_own_resc(project, renode):
+    project.write(
+        "boards/bluepill.resc",
+        "machine LoadPlatformDescription @platforms/cpus/stm32f103.repl\n"
+        'machine LoadPlatformDescriptionFromString "uartSemihosting: UART.SemihostingUart @ cpu"\n',
+    )
+    project.write("boards/bluepill-resc.toml", 'extends = "bluepill-renode"\n[transport]\nscript = "bluepill.resc"\n')
+    project.pytester.makeini(f"[pytest]\nondevice_build_dir = {project.path / '_build'}\nondevice_boards = boards\n")
+    project.write("cases_test.c", CASES)
+    result = project.run(board="bluepill-resc")
+    result.assert_outcomes(passed=1, failed=1)
+    if renode.standin:
+        assert f"include @{project.path / 'boards' / 'bluepill.resc'}" in renode.transcript.read_text()
+
+
 def test_renode_not_found_is_an_error_saying_how_to_install_it(project, monkeypatch):
     monkeypatch.delenv("RENODE", raising=False)
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
@@ -286,6 +301,13 @@ def test_client_commands_against_the_monitor(running_renode, tmp_path):
     assert monitor.command("machine Reset") == ""
     with pytest.raises(MonitorError, match="No such command or device: frobnicate"):
         monitor.command("frobnicate")
+    assert monitor.command("sysbus.cpu ExecutedInstructions").isdigit()
+    script = tmp_path / "setup.resc"
+    script.write_text('mach create "from-script"\n')
+    assert monitor.command(f"include @{script}") == "" and monitor.prompt == "from-script"
+    assert monitor.command('mach rem "from-script"') == "" and monitor.prompt == "monitor"
+    with pytest.raises(MonitorError, match=r"Machine from-script not found\."):
+        monitor.command('mach rem "from-script"')
     monitor.close()
 
 
