@@ -692,4 +692,110 @@ static inline OD_UNUSED void od_v2_failure(const char *file, int line, const cha
   } while (0)
 #define GTEST_SKIP() ONDEVICE_SKIP("")
 
+
+/* ---- Latency: ONDEVICE_BENCH ------------------------------------------------------
+ *   ONDEVICE_BENCH("gemm_int8", 32 * 32 * 32, 20) { gemm_s8(a, b, c, 32, 32, 32); }
+ * runs the body `repeats` times, reads the board's cycle source around each run and prints
+ *   #ondevice bench name=gemm_int8 unit=systick repeats=20 min=.. median=.. max=.. work=32768
+ *   work_unit=MAC overhead=..
+ * The runtime supplies the source (boards/runtime/...: SysTick or DWT on Cortex-M,
+ * CLOCK_MONOTONIC on Linux); the host turns its unit into cycles, instructions or ns from
+ * the board file, never from a runtime clock rate. `overhead` is the cost of the
+ * measurement itself (an empty body), already subtracted from every sample. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+void ondevice_cycles_init(void);
+uint64_t ondevice_cycles(void);     /* counts up; wraps at ondevice_cycles_mask */
+extern const uint64_t ondevice_cycles_mask;
+extern const char ondevice_cycles_unit[]; /* "systick", "dwt" or "ns" */
+#ifdef __cplusplus
+}
+#endif
+
+#ifndef ONDEVICE_BENCH_MAX_REPEATS
+#define ONDEVICE_BENCH_MAX_REPEATS 64
+#endif
+#ifndef ONDEVICE_BENCH_WORK_UNIT
+#define ONDEVICE_BENCH_WORK_UNIT "MAC"
+#endif
+
+typedef struct {
+  const char *name;
+  unsigned long long work;
+  int repeats;
+  int i;
+  uint64_t start;
+  uint64_t overhead;
+  uint64_t samples[ONDEVICE_BENCH_MAX_REPEATS];
+} od_bench_t;
+
+/* A compiler barrier: the body's work (even on static data) stays between the two reads. */
+#if defined(__GNUC__) || defined(__clang__)
+#define OD_BARRIER() __asm__ volatile("" ::: "memory")
+#else
+#define OD_BARRIER()
+#endif
+
+/* ONDEVICE_KEEP(c): the compiler must assume c's memory is read here, so a bench body whose
+ * results are never checked is not optimised away (like Google Benchmark's DoNotOptimize). */
+#if defined(__GNUC__) || defined(__clang__)
+#define ONDEVICE_KEEP(p) __asm__ volatile("" : : "r"(p) : "memory")
+#else
+#define ONDEVICE_KEEP(p) ((void)(p))
+#endif
+
+static inline OD_UNUSED int od_bench_step(od_bench_t *b) {
+  uint64_t now;
+  OD_BARRIER();
+  now = ondevice_cycles();
+  if (b->i >= 0) b->samples[b->i] = (now - b->start) & ondevice_cycles_mask;
+  if (++b->i >= b->repeats) return 0;
+  b->start = ondevice_cycles();
+  OD_BARRIER();
+  return 1;
+}
+
+static inline OD_UNUSED od_bench_t od_bench_begin(const char *name, unsigned long long work, int repeats) {
+  od_bench_t b;
+  int k;
+  ondevice_cycles_init();
+  /* calibration: the same loop with an empty body; its fastest run is the overhead */
+  b.repeats = 8;
+  b.i = -1;
+  b.start = 0;
+  while (od_bench_step(&b)) {
+  }
+  b.overhead = b.samples[1];
+  for (k = 1; k < 8; ++k)
+    if (b.samples[k] < b.overhead) b.overhead = b.samples[k];
+  b.name = name;
+  b.work = work;
+  b.repeats = repeats < 1 ? 1 : repeats > ONDEVICE_BENCH_MAX_REPEATS ? ONDEVICE_BENCH_MAX_REPEATS : repeats;
+  b.i = -1;
+  return b;
+}
+
+static inline OD_UNUSED int od_bench_next(od_bench_t *b) {
+  int i, j;
+  uint64_t v;
+  if (od_bench_step(b)) return 1;
+  for (i = 0; i < b->repeats; ++i) b->samples[i] = b->samples[i] > b->overhead ? b->samples[i] - b->overhead : 0;
+  for (i = 1; i < b->repeats; ++i) { /* insertion sort: no heap, few samples */
+    v = b->samples[i];
+    for (j = i; j > 0 && b->samples[j - 1] > v; --j) b->samples[j] = b->samples[j - 1];
+    b->samples[j] = v;
+  }
+  MicroPrintf("#ondevice bench name=%s unit=%s repeats=%d min=%llu median=%llu max=%llu work=%llu "
+              "work_unit=%s overhead=%llu",
+              b->name, ondevice_cycles_unit, b->repeats, (unsigned long long)b->samples[0],
+              (unsigned long long)b->samples[b->repeats / 2], (unsigned long long)b->samples[b->repeats - 1],
+              b->work, ONDEVICE_BENCH_WORK_UNIT, (unsigned long long)b->overhead);
+  return 0;
+}
+
+#define ONDEVICE_BENCH(name, work, repeats)                                                  \
+  for (od_bench_t od_bench_ = od_bench_begin((name), (unsigned long long)(work), (repeats)); \
+       od_bench_next(&od_bench_);)
+
 #endif /* PYTEST_ONDEVICE_MICRO_TEST_H_ */
