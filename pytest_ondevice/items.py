@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from _pytest._code.code import TerminalRepr
 from _pytest.reports import TestReport
 
+from .bench import BenchRecordError, measure
 from .discover import find_cases
 from .protocol import Outcome, Verdict
 from .runner import BinaryResult, BinarySpec, OnDeviceSession
@@ -85,6 +87,7 @@ class OnDeviceItem(pytest.Item):
         if result.verdicts is None:  # --build-only
             pytest.skip(f"built, not run (--build-only): {result.artifact.path}")
         verdict = result.verdicts.cases[self.case]
+        self._attach_benches(result)
         if verdict.outcome is Outcome.PASSED:
             return
         if verdict.log:
@@ -92,6 +95,18 @@ class OnDeviceItem(pytest.Item):
         if verdict.outcome is Outcome.SKIPPED:
             pytest.skip(verdict.message or "skipped on device")
         raise CaseFailed(_failure_text(self.spec, verdict, result))
+
+    def _attach_benches(self, result: BinaryResult) -> None:
+        """Latency records ride on the report (JUnit XML properties, xdist, --bench-json)."""
+        assert result.verdicts is not None
+        for record in result.verdicts.benches.get(self.case, []):
+            try:
+                measured = measure(record, self.spec.board)
+            except BenchRecordError as e:
+                raise CaseFailed(str(e)) from None
+            data = measured.as_dict()
+            data.update(case=self.case, binary_sha256=result.artifact.sha256 if result.artifact else None)
+            self.user_properties.append(("ondevice_bench", json.dumps(data)))  # JUnit XML shows it as is
 
     def repr_failure(self, excinfo, style=None) -> str | TerminalRepr:
         if isinstance(excinfo.value, CaseFailed | DeviceInfrastructureError):

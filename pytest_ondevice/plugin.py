@@ -7,11 +7,13 @@ a repository's Python tests run exactly as before.
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
 from pathlib import Path
 
 import pytest
 
+from . import bench, toolchain
 from .board import BoardRegistry
 from .items import DeviceInfrastructureError, OnDeviceFile
 from .runner import OnDeviceSession, Settings
@@ -55,6 +57,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         metavar="N",
         help="compiler processes to run at once (default: number of cores)",
+    )
+    group.addoption(
+        "--bench-json",
+        metavar="FILE",
+        default=None,
+        help="write every latency record (board, device, binary hash, toolchain, flags) to FILE as JSON",
     )
     group.addoption(
         "--build-only",
@@ -110,6 +118,7 @@ def pytest_configure(config: pytest.Config) -> None:
     boards = selected_boards(config)
     if not boards:
         return
+    config.pluginmanager.register(BenchReport(config), "ondevice-bench-report")
     reg = registry(config)
     try:
         for name in boards:
@@ -217,6 +226,51 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
             f"ondevice build: {stats.summary()}; {ondevice.runs} binaries run{deploy}; "
             f"logs in {ondevice.settings.build_root}"
         )
+
+
+class BenchReport:
+    """Latency records from the reports (on an xdist controller they come from the workers):
+    the end-of-run table and --bench-json."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.rows: list[dict] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "call":
+            self.rows.extend(json.loads(value) for name, value in report.user_properties if name == "ondevice_bench")
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if not self.rows:
+            return
+        terminalreporter.section("ondevice bench")
+        for line in bench.table(self.rows):
+            terminalreporter.write_line(line)
+        path = self.config.getoption("bench_json")
+        if path:
+            self._write_json(Path(path))
+            terminalreporter.write_line(f"bench records written to {path}")
+
+    def _write_json(self, path: Path) -> None:
+        reg = registry(self.config)
+        boards = {}
+        for name in sorted({r["board"] for r in self.rows}):
+            board = reg.get(name)
+            try:
+                tc = toolchain.resolve(board)
+                compiler = {"kind": tc.kind, "cc": tc.description, "identity": tc.identity}
+            except toolchain.ToolchainError as e:
+                compiler = {"error": str(e)}
+            boards[name] = {
+                "clock_hz": board.clock_hz,
+                "toolchain": compiler,
+                "cflags": list(board.toolchain.cflags),
+                "cxxflags": list(board.toolchain.cxxflags),
+                "ldflags": list(board.toolchain.ldflags),
+            }
+        out = {"device": self.config.getoption("device"), "boards": boards, "records": self.rows}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(out, indent=2) + "\n")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

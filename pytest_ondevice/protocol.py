@@ -13,9 +13,11 @@ import re
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from .bench import BenchRecord, BenchRecordError, parse_record
 from .lines import BoundedLines
 
 PASS_MAGIC = "~~~ALL TESTS PASSED~~~"
+MAX_BENCHES_PER_CASE = 100
 FAIL_MAGIC = "~~~SOME TESTS FAILED~~~"
 EXTENSION_PREFIX = "#ondevice "
 
@@ -100,6 +102,7 @@ class BinaryVerdicts:
     cases: dict[str, Verdict]
     unknown: dict[str, Verdict]  # printed by the device but not found in the source
     problems: list[str]  # binary-level remarks (tally mismatch, overflow)
+    benches: dict[str, list[BenchRecord]] = field(default_factory=dict)  # per case
 
 
 class TestOutputParser:
@@ -115,6 +118,7 @@ class TestOutputParser:
         self.v2_ran: int | None = None  # v2 "[==========] N tests ran."
         self.fault: str | None = None
         self.extension_lines: list[str] = []
+        self.benches: dict[str, list[BenchRecord]] = {}
         self.dropped_cases = 0
         self._in_failure_block = False
 
@@ -197,10 +201,25 @@ class TestOutputParser:
             self.fault = rest.strip()[:MAX_LINE_CHARS]
             if self.current is not None:
                 self.current.add_failure(f"fault: {self.fault}")
+        elif verb == "bench":
+            self._bench(rest)
         elif verb == "exit":  # the runtime's exit status: the transport's to read (RunEnd)
             pass
         elif len(self.extension_lines) < 1000:  # bench and future verbs, kept for later stages
             self.extension_lines.append(body[:MAX_LINE_CHARS])
+
+    def _bench(self, body: str) -> None:
+        """A latency record belongs to the running case; a broken one fails it, naming why."""
+        owner = self.current.name if self.current is not None else ""
+        try:
+            record = parse_record(body)
+        except BenchRecordError as e:
+            if self.current is not None:
+                self.current.add_failure(str(e))
+            return
+        records = self.benches.setdefault(owner, [])
+        if len(records) < MAX_BENCHES_PER_CASE:
+            records.append(record)
 
     # -- case bookkeeping ----------------------------------------------------
     def _start(self, name: str, closes_previous: bool) -> None:
@@ -289,7 +308,7 @@ class TestOutputParser:
                     "(is it compiled out, or registered under another name?)",
                 )
         unknown = {n: v for n, v in verdicts.items() if n not in wanted}
-        return BinaryVerdicts(cases, unknown, problems)
+        return BinaryVerdicts(cases, unknown, problems, self.benches)
 
     def _case_verdict(self, record: CaseRecord, running: bool, abnormal: str | None) -> Verdict:
         log = record.log.text()

@@ -1,0 +1,142 @@
+"""Latency records: `#ondevice bench ...` lines, turned into figures a user compares.
+
+The device prints raw counts of its cycle source (`unit=systick|dwt|ns`); what they mean
+comes from the board file, never from the device: SysTick under QEMU's `-icount shift=N`
+counts virtual time, so ticks become instructions (ticks x 1e9 / (clock_hz x 2^N));
+SysTick or DWT on silicon (and Renode) count CPU cycles at `clock_hz`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .board import Board
+
+REQUIRED = ("name", "unit", "repeats", "min", "median", "max")
+NUMBERS = ("repeats", "min", "median", "max", "work", "overhead")
+SOURCES = ("systick", "dwt", "ns")
+_PAIR = re.compile(r"(\w+)=(\S+)")
+
+
+class BenchRecordError(ValueError):
+    """A bench line that cannot be trusted: a clear error, never a silent zero."""
+
+
+@dataclass(frozen=True)
+class BenchRecord:
+    name: str
+    unit: str  # the device's cycle source
+    repeats: int
+    min: int
+    median: int
+    max: int
+    work: int = 0
+    work_unit: str = ""
+    overhead: int = 0
+
+
+def parse_record(body: str) -> BenchRecord:
+    """`name=... unit=... repeats=N min=A median=B max=C [work=W work_unit=U overhead=O]`."""
+    fields = dict(_PAIR.findall(body))
+    missing = [k for k in REQUIRED if k not in fields]
+    if missing:
+        raise BenchRecordError(f"bench record without {', '.join(missing)}: {body[:200]!r}")
+    values: dict = {}
+    for key in NUMBERS:
+        if key in fields:
+            if not fields[key].isdigit():
+                raise BenchRecordError(f"bench record with {key}={fields[key]!r}, not a whole number: {body[:200]!r}")
+            values[key] = int(fields[key])
+    if fields["unit"] not in SOURCES:
+        raise BenchRecordError(f"bench record with unknown unit {fields['unit']!r}: {body[:200]!r}")
+    if not values["min"] <= values["median"] <= values["max"]:
+        raise BenchRecordError(f"bench record with min <= median <= max broken: {body[:200]!r}")
+    return BenchRecord(name=fields["name"], unit=fields["unit"], work_unit=fields.get("work_unit", ""), **values)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A record in the units a user reads, for one board."""
+
+    name: str
+    board: str
+    unit: str  # "instructions", "cycles" or "ns"
+    median: float
+    min: float
+    max: float
+    repeats: int
+    work: int
+    work_unit: str
+    us: float | None  # the median in microseconds, when the unit allows it
+    deterministic: bool  # emulated with icount: equal figures every run
+    raw: BenchRecord
+
+    def as_dict(self) -> dict:
+        data = {k: v for k, v in asdict(self).items() if k != "raw"}
+        data["raw"] = asdict(self.raw)
+        return data
+
+
+def measure(record: BenchRecord, board: Board) -> Measured:
+    scale, unit, us_per_unit = 1.0, "cycles", None
+    shift = _icount_shift(board)
+    hz = board.clock_hz
+    if record.unit == "ns":
+        unit, us_per_unit = "ns", 1e-3
+    elif record.unit == "systick" and shift is not None:
+        if not hz:
+            raise BenchRecordError(f"{board.path}: clock_hz is needed to turn SysTick ticks into instructions")
+        scale, unit = 1e9 / (hz * 2**shift), "instructions"
+    elif hz:
+        us_per_unit = 1e6 / hz
+    values = [round(v * scale, 1) for v in (record.median, record.min, record.max)]
+    return Measured(
+        name=record.name,
+        board=board.name,
+        unit=unit,
+        median=values[0],
+        min=values[1],
+        max=values[2],
+        repeats=record.repeats,
+        work=record.work,
+        work_unit=record.work_unit,
+        us=values[0] * us_per_unit if us_per_unit else None,
+        deterministic=shift is not None,
+        raw=record,
+    )
+
+
+def _icount_shift(board: Board) -> int | None:
+    """QEMU's -icount shift when this board runs under it (figures are virtual-time counts)."""
+    for table in (board.transport, board.emulator or {}):
+        if table.get("name") == "qemu-system" and table.get("icount_shift") is not None:
+            return int(table["icount_shift"])
+    return None
+
+
+def table(rows: list[dict]) -> list[str]:
+    """The end-of-run table, one line per bench and board (rows: Measured.as_dict())."""
+    header = ("kernel", "board", "median", "min-max", "unit", "work/unit", "µs")
+    body = []
+    for m in rows:
+        throughput = m["work"] / m["median"] if m["work"] and m["median"] else None
+        body.append(
+            (
+                m["name"],
+                m["board"],
+                _num(m["median"]),
+                f"{_num(m['min'])}-{_num(m['max'])}",
+                m["unit"],
+                f"{throughput:.3g} {m['work_unit']}" if throughput else "",
+                f"{m['us']:.1f}" if m["us"] is not None else "",
+            )
+        )
+    widths = [max(len(str(r[i])) for r in (header, *body)) for i in range(len(header))]
+    return ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in (header, *body)]
+
+
+def _num(value: float) -> str:
+    return f"{value:,.0f}".replace(",", " ") if value >= 100 else f"{value:g}"
