@@ -119,7 +119,7 @@ def _icount_shift(board: Board) -> int | None:
 
 def table(rows: list[dict]) -> list[str]:
     """The end-of-run table, one line per bench and board (rows: Measured.as_dict())."""
-    header = ("kernel", "board", "median", "min-max", "unit", "work/unit", "µs")
+    header = ("kernel", "board", "median", "min-max", "unit", "work/unit", "µs", "vs baseline")
     body = []
     for m in rows:
         throughput = m["work"] / m["median"] if m["work"] and m["median"] else None
@@ -132,6 +132,7 @@ def table(rows: list[dict]) -> list[str]:
                 m["unit"],
                 f"{throughput:.3g} {m['work_unit']}" if throughput else "",
                 f"{m['us']:.1f}" if m["us"] is not None else "",
+                m.get("verdict", ""),
             )
         )
     widths = [max(len(str(r[i])) for r in (header, *body)) for i in range(len(header))]
@@ -140,3 +141,41 @@ def table(rows: list[dict]) -> list[str]:
 
 def _num(value: float) -> str:
     return f"{value:,.0f}".replace(",", " ") if value >= 100 else f"{value:g}"
+
+
+def key(row: dict) -> str:
+    """A bench is known by its board, its test case and its name."""
+    return f"{row['board']}::{row.get('case', '')}::{row['name']}"
+
+
+def compare(row: dict, base: dict, threshold: float) -> tuple[str, str | None]:
+    """(verdict, failure message or None) for one record against its baseline.
+
+    Deterministic boards compare the figures as they are; noisy ones (Linux) treat a change
+    smaller than the spread (max - min) of either run as noise."""
+    old, new = base["median"], row["median"]
+    if base["unit"] != row["unit"]:
+        return f"baseline in {base['unit']}", None
+    change = (new - old) / old * 100 if old else 0.0
+    figures = f"{_num(new)} {row['unit']}, baseline {_num(old)} ({change:+.1f} %"
+    if not row.get("deterministic"):
+        noise = max(row["max"] - row["min"], base["max"] - base["min"])
+        if abs(new - old) <= noise:
+            return f"{change:+.1f} % (within noise)", None
+    if change > threshold:
+        return (
+            f"{change:+.1f} % REGRESSED",
+            f"{row['name']} on {row['board']}: {figures} > {threshold:g} %)",
+        )
+    return f"{change:+.1f} %", None
+
+
+def parse_threshold(text: str) -> float:
+    value = text.strip().rstrip("%").strip()
+    try:
+        number = float(value)
+    except ValueError:
+        raise ValueError(f"--bench-fail={text!r}: expected a percentage such as 5%") from None
+    if number < 0:
+        raise ValueError(f"--bench-fail={text!r}: a slowdown threshold cannot be negative")
+    return number

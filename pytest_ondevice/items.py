@@ -9,7 +9,8 @@ import pytest
 from _pytest._code.code import TerminalRepr
 from _pytest.reports import TestReport
 
-from .bench import BenchRecordError, measure
+from .bench import BenchRecordError, compare, measure
+from .bench import key as bench_key
 from .discover import find_cases
 from .protocol import Outcome, Verdict
 from .runner import BinaryResult, BinarySpec, OnDeviceSession
@@ -61,6 +62,10 @@ def _rel(path: Path, root: Path) -> str:
         return path.name
 
 
+# --bench-compare: the baseline's records by bench key, and the slowdown threshold in %
+BASELINE_KEY = pytest.StashKey["tuple[dict[str, dict], float] | None"]()
+
+
 class OnDeviceItem(pytest.Item):
     def __init__(self, *, spec: BinarySpec, case: str, line: int, **kw) -> None:
         super().__init__(**kw)
@@ -87,8 +92,10 @@ class OnDeviceItem(pytest.Item):
         if result.verdicts is None:  # --build-only
             pytest.skip(f"built, not run (--build-only): {result.artifact.path}")
         verdict = result.verdicts.cases[self.case]
-        self._attach_benches(result)
+        regressions = self._attach_benches(result)
         if verdict.outcome is Outcome.PASSED:
+            if regressions:
+                raise CaseFailed("\n".join(regressions))
             return
         if verdict.log:
             self.add_report_section("call", "device log", verdict.log)
@@ -96,9 +103,12 @@ class OnDeviceItem(pytest.Item):
             pytest.skip(verdict.message or "skipped on device")
         raise CaseFailed(_failure_text(self.spec, verdict, result))
 
-    def _attach_benches(self, result: BinaryResult) -> None:
-        """Latency records ride on the report (JUnit XML properties, xdist, --bench-json)."""
+    def _attach_benches(self, result: BinaryResult) -> list[str]:
+        """Latency records ride on the report (JUnit XML properties, xdist, --bench-json);
+        returns the regressions against the --bench-compare baseline."""
         assert result.verdicts is not None
+        baseline = self.config.stash.get(BASELINE_KEY, None)
+        regressions = []
         for record in result.verdicts.benches.get(self.case, []):
             try:
                 measured = measure(record, self.spec.board)
@@ -106,7 +116,17 @@ class OnDeviceItem(pytest.Item):
                 raise CaseFailed(str(e)) from None
             data = measured.as_dict()
             data.update(case=self.case, binary_sha256=result.artifact.sha256 if result.artifact else None)
+            if baseline is not None:
+                base = baseline[0].get(bench_key(data))
+                if base is None:
+                    data["verdict"] = "new (no baseline)"
+                else:
+                    data["baseline"] = base["median"]
+                    data["verdict"], failure = compare(data, base, baseline[1])
+                    if failure:
+                        regressions.append(failure)
             self.user_properties.append(("ondevice_bench", json.dumps(data)))  # JUnit XML shows it as is
+        return regressions
 
     def repr_failure(self, excinfo, style=None) -> str | TerminalRepr:
         if isinstance(excinfo.value, CaseFailed | DeviceInfrastructureError):

@@ -15,7 +15,7 @@ import pytest
 
 from . import bench, toolchain
 from .board import BoardRegistry
-from .items import DeviceInfrastructureError, OnDeviceFile
+from .items import BASELINE_KEY, DeviceInfrastructureError, OnDeviceFile
 from .runner import OnDeviceSession, Settings
 from .schema import ConfigError
 
@@ -63,6 +63,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="FILE",
         default=None,
         help="write every latency record (board, device, binary hash, toolchain, flags) to FILE as JSON",
+    )
+    group.addoption("--bench-save", metavar="NAME", default=None, help="store this run's latency records as NAME")
+    group.addoption(
+        "--bench-compare", metavar="NAME", default=None, help="compare latency records with the baseline NAME"
+    )
+    group.addoption(
+        "--bench-fail",
+        metavar="PCT",
+        default="5%",
+        help="with --bench-compare: fail a case whose bench got slower by more than PCT (default 5%%)",
     )
     group.addoption(
         "--build-only",
@@ -119,6 +129,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not boards:
         return
     config.pluginmanager.register(BenchReport(config), "ondevice-bench-report")
+    config.stash[BASELINE_KEY] = _load_baseline(config)
     reg = registry(config)
     try:
         for name in boards:
@@ -228,6 +239,29 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
         )
 
 
+def bench_dir(config: pytest.Config) -> Path:
+    return config.rootpath / ".ondevice" / "benchmarks"
+
+
+def _load_baseline(config: pytest.Config) -> tuple[dict[str, dict], float] | None:
+    name = config.getoption("bench_compare")
+    if not name:
+        return None
+    try:
+        threshold = bench.parse_threshold(config.getoption("bench_fail"))
+    except ValueError as e:
+        raise pytest.UsageError(str(e)) from None
+    path = bench_dir(config) / f"{name}.json"
+    if not path.is_file():
+        saved = sorted(p.stem for p in bench_dir(config).glob("*.json"))
+        raise pytest.UsageError(
+            f"--bench-compare={name}: no baseline {path} (saved: {', '.join(saved) or 'none'}; "
+            f"store one with --bench-save={name})"
+        )
+    records = json.loads(path.read_text())["records"]
+    return {bench.key(r): r for r in records}, threshold
+
+
 class BenchReport:
     """Latency records from the reports (on an xdist controller they come from the workers):
     the end-of-run table and --bench-json."""
@@ -250,6 +284,11 @@ class BenchReport:
         if path:
             self._write_json(Path(path))
             terminalreporter.write_line(f"bench records written to {path}")
+        name = self.config.getoption("bench_save")
+        if name:
+            saved = bench_dir(self.config) / f"{name}.json"
+            self._write_json(saved)
+            terminalreporter.write_line(f"bench baseline saved as {name} ({saved})")
 
     def _write_json(self, path: Path) -> None:
         reg = registry(self.config)

@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from pytest_ondevice.bench import BenchRecordError, measure, parse_record
+from pytest_ondevice.bench import BenchRecordError, compare, measure, parse_record, parse_threshold
 from pytest_ondevice.board import BoardRegistry
 from pytest_ondevice.devlog import DeviceLog
 from pytest_ondevice.protocol import Outcome, RunEnd, TestOutputParser
@@ -139,3 +139,53 @@ def test_host_bench_is_in_nanoseconds(project):
     result = project.run()
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["gemm_s8_16*host*ns*MAC*"])
+
+
+def _row(median, lo, hi, deterministic=True, unit="instructions"):
+    return {
+        "name": "g",
+        "board": "b",
+        "case": "C",
+        "unit": unit,
+        "median": median,
+        "min": lo,
+        "max": hi,
+        "deterministic": deterministic,
+    }
+
+
+def test_compare_is_exact_on_deterministic_boards_and_noise_aware_on_others():
+    assert compare(_row(100, 100, 100), _row(100, 100, 100), 5) == ("+0.0 %", None)
+    verdict, failure = compare(_row(106, 106, 106), _row(100, 100, 100), 5)
+    assert verdict == "+6.0 % REGRESSED"
+    assert failure == "g on b: 106 instructions, baseline 100 (+6.0 % > 5 %)"
+    assert compare(_row(104, 104, 104), _row(100, 100, 100), 5)[1] is None  # under the threshold
+    noisy = compare(_row(130, 90, 150, False, "ns"), _row(100, 80, 120, False, "ns"), 5)
+    assert noisy == ("+30.0 % (within noise)", None)
+    assert compare(_row(200, 195, 205, False, "ns"), _row(100, 98, 102, False, "ns"), 5)[1] is not None
+    assert parse_threshold("5%") == 5 and parse_threshold(" 2.5 ") == 2.5
+    with pytest.raises(ValueError, match="expected a percentage"):
+        parse_threshold("five")
+
+
+@pytest.mark.slow
+def test_a_deliberate_slowdown_fails_the_compare_with_the_figures(project):
+    project.write(
+        "gemm_test.c",
+        GEMM.replace("gemm(16); ONDEVICE_KEEP(c);", "gemm(16);\n#ifdef SLOWER\n gemm(16);\n#endif\n ONDEVICE_KEEP(c);"),
+    )
+    saved = project.run("--bench-save=main", board="bluepill-qemu")
+    saved.assert_outcomes(passed=1)
+    assert (project.path / ".ondevice" / "benchmarks" / "main.json").is_file()
+    same = project.run("--bench-compare=main", board="bluepill-qemu")
+    same.assert_outcomes(passed=1)
+    same.stdout.fnmatch_lines(["gemm_s8_16*bluepill-qemu*+0.0 %"])
+    project.write("ondevice.toml", 'defines = ["SLOWER=1"]\n')  # the kernel got slower
+    slower = project.run("--bench-compare=main", "--bench-fail=5%", board="bluepill-qemu")
+    slower.assert_outcomes(failed=1)
+    slower.stdout.fnmatch_lines(
+        ["*gemm_s8_16 on bluepill-qemu: * instructions, baseline * (+9*.* % > 5 %)*", "gemm_s8_16*REGRESSED*"]
+    )
+    missing = project.run("--bench-compare=nosuch", board="bluepill-qemu")
+    assert missing.ret == pytest.ExitCode.USAGE_ERROR
+    missing.stderr.fnmatch_lines(["*no baseline*nosuch.json (saved: main; store one with --bench-save=nosuch)*"])
