@@ -58,10 +58,11 @@ class BuildStats:
 
 
 class Builder:
-    def __init__(self, root: Path, jobs: int, source_root: Path | None = None) -> None:
+    def __init__(self, root: Path, jobs: int, source_root: Path | None = None, defines: tuple[str, ...] = ()) -> None:
         self.root = root
         # __FILE__ relative to the project, as failure messages should show it
         self._prefix_map = [f"-fmacro-prefix-map={source_root}/="] if source_root else []
+        self._prefix_map += [f"-D{d}" for d in defines]  # session-wide (--bench-disable)
         self.jobs = max(1, jobs)
         self.stats = BuildStats()
         self._slots = threading.Semaphore(self.jobs)

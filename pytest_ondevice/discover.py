@@ -17,6 +17,7 @@ _BLANK = re.compile(
 )
 _DIRECTIVE = re.compile(r"^[ \t]*#(?:[^\n]*\\\n)*[^\n]*", re.MULTILINE)
 _V1 = re.compile(r"\bTF_LITE_MICRO_TEST\s*\(\s*([A-Za-z_]\w*)\s*\)")
+_BENCH = re.compile(r"\bONDEVICE_BENCH\s*\(")
 _V2 = re.compile(r"\bTEST(?:_F)?\s*\(\s*([A-Za-z_]\w*)\s*,\s*([A-Za-z_]\w*)\s*\)")
 
 
@@ -25,6 +26,7 @@ class Case:
     name: str  # as the device prints it: "Name" (v1) or "Suite.Name" (v2)
     line: int  # 1-based line of the declaration
     style: str  # "v1" or "v2"
+    bench: bool = False  # its body uses ONDEVICE_BENCH: selected by -m bench / --bench-only
 
 
 def _blank(match: re.Match[str]) -> str:
@@ -39,10 +41,13 @@ def find_cases(text: str) -> list[Case]:
     for m in _V2.finditer(code):
         name = f"{m.group(1)}.{m.group(2)}"
         found.append((m.start(), Case(name, code.count("\n", 0, m.start()) + 1, "v2")))
+    found.sort(key=lambda x: x[0])
     seen: set[str] = set()
     cases = []
-    for _, case in sorted(found, key=lambda x: x[0]):
+    for i, (start, case) in enumerate(found):
+        end = found[i + 1][0] if i + 1 < len(found) else len(code)
         if case.name not in seen:
             seen.add(case.name)
-            cases.append(case)
+            bench = _BENCH.search(code, start, end) is not None
+            cases.append(Case(case.name, case.line, case.style, bench))
     return cases

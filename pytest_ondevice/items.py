@@ -43,7 +43,7 @@ class OnDeviceFile(pytest.File):
             spec = BinarySpec(board, self.path.resolve(), rel, tuple(c.name for c in cases))
             for case in cases:
                 name = f"{case.name}[{board.name}]"
-                yield OnDeviceItem.from_parent(
+                item = OnDeviceItem.from_parent(
                     self,
                     name=name,
                     # given as a string so pytest >= 9.2 parses "[board]" as parameters,
@@ -53,6 +53,9 @@ class OnDeviceFile(pytest.File):
                     case=case.name,
                     line=case.line,
                 )
+                if case.bench:
+                    item.add_marker("bench")
+                yield item
 
 
 def _rel(path: Path, root: Path) -> str:

@@ -74,6 +74,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="5%",
         help="with --bench-compare: fail a case whose bench got slower by more than PCT (default 5%%)",
     )
+    group.addoption("--bench-only", action="store_true", help="run only the cases that use ONDEVICE_BENCH")
+    group.addoption(
+        "--bench-disable",
+        action="store_true",
+        help="build ONDEVICE_BENCH bodies to run once, as plain tests, with no measurement",
+    )
     group.addoption(
         "--build-only",
         action="store_true",
@@ -146,6 +152,7 @@ def pytest_configure(config: pytest.Config) -> None:
         cli_timeout=config.getoption("device_timeout"),
         ini_timeout=float(ini_timeout) if ini_timeout else None,
         build_only=config.getoption("build_only"),
+        defines=("ONDEVICE_BENCH_DISABLE=1",) if config.getoption("bench_disable") else (),
         retries=int(config.getini("ondevice_retries")),
         transport_options=_transport_options(config),
     )
@@ -156,6 +163,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if _runs_tests_here(config):  # connect while pytest collects and checks the build cache
         session.connect([reg.get(name) for name in boards])
     config.addinivalue_line("markers", "ondevice: a C/C++ test case run on a device")
+    config.addinivalue_line("markers", "bench: a C/C++ test case that measures latency (ONDEVICE_BENCH)")
 
 
 def _runs_tests_here(config: pytest.Config) -> bool:
@@ -214,6 +222,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     ondevice.prebuild(list(specs.values()))
     if ondevice.live is None and _runs_tests_here(session.config):
         ondevice.run_ahead(list(specs.values()))  # live output stays in step with the items
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("bench_only", False):
+        return
+    keep = [i for i in items if i.get_closest_marker("bench") is not None]
+    config.hook.pytest_deselected(items=[i for i in items if i.get_closest_marker("bench") is None])
+    items[:] = keep
 
 
 @pytest.hookimpl(wrapper=True)

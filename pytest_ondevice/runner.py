@@ -59,6 +59,7 @@ class Settings:
     cli_timeout: float | None = None
     ini_timeout: float | None = None
     build_only: bool = False
+    defines: tuple[str, ...] = ()  # for every compile this session
     retries: int = 1  # extra attempts after a dropped connection
     transport_options: dict = field(default_factory=dict)  # session-wide (ini) transport settings
 
@@ -73,7 +74,7 @@ class OnDeviceSession:
         self.settings = settings
         self.registry = registry
         self.live = live
-        self.builder = Builder(settings.build_root, settings.jobs, settings.rootdir)
+        self.builder = Builder(settings.build_root, settings.jobs, settings.rootdir, settings.defines)
         self._build_pool = ThreadPoolExecutor(max_workers=max(2, settings.jobs * 2))
         self._builds: dict[tuple[str, Path], Future] = {}
         self._runs: dict[tuple[str, Path], Future] = {}

@@ -189,3 +189,23 @@ def test_a_deliberate_slowdown_fails_the_compare_with_the_figures(project):
     missing = project.run("--bench-compare=nosuch", board="bluepill-qemu")
     assert missing.ret == pytest.ExitCode.USAGE_ERROR
     missing.stderr.fnmatch_lines(["*no baseline*nosuch.json (saved: main; store one with --bench-save=nosuch)*"])
+
+
+PLAIN = """
+    #include "micro_test.h"
+    TF_LITE_MICRO_TESTS_BEGIN
+    TF_LITE_MICRO_TEST(Plain) { TF_LITE_MICRO_EXPECT(1); }
+    TF_LITE_MICRO_TESTS_END
+"""
+
+
+def test_bench_cases_are_marked_selectable_and_can_run_as_plain_tests(project):
+    project.write("gemm_test.c", GEMM)
+    project.write("plain_test.c", PLAIN)
+    for args in (["-m", "bench"], ["--bench-only"]):
+        only = project.run(*args, "-v")
+        only.assert_outcomes(passed=1, deselected=1)
+        only.stdout.fnmatch_lines(["*gemm_test.c::Gemm16[[]host[]] PASSED*"])
+    plain = project.run("--bench-disable", "--device-log=live")
+    plain.assert_outcomes(passed=2)
+    assert "#ondevice bench" not in plain.stdout.str() and "ondevice bench" not in plain.stdout.str()

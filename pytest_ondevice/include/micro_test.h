@@ -794,8 +794,12 @@ static inline OD_UNUSED int od_bench_next(od_bench_t *b) {
   return 0;
 }
 
+#ifdef ONDEVICE_BENCH_DISABLE /* --bench-disable: the body runs once, as a plain test */
+#define ONDEVICE_BENCH(name, work, repeats) for (int od_bench_once_ = 1; od_bench_once_; od_bench_once_ = 0)
+#else
 #define ONDEVICE_BENCH(name, work, repeats)                                                  \
   for (od_bench_t od_bench_ = od_bench_begin((name), (unsigned long long)(work), (repeats)); \
        od_bench_next(&od_bench_);)
+#endif
 
 #endif /* PYTEST_ONDEVICE_MICRO_TEST_H_ */
