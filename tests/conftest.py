@@ -31,9 +31,11 @@ class Project:
         path.write_text(textwrap.dedent(text))
         return path
 
-    def copy_examples(self) -> Path:
+    def copy_examples(self, *suites: str) -> Path:
+        """examples/kernels (8 cases) by default; name others, e.g. "gemm", to add them."""
         dest = self.path / "examples"
-        shutil.copytree(EXAMPLES, dest, ignore=shutil.ignore_patterns("__pycache__"))
+        for suite in ("kernels", *suites):
+            shutil.copytree(EXAMPLES / suite, dest / suite, ignore=shutil.ignore_patterns("__pycache__"))
         return dest
 
     def run(self, *args: str, board: str = "host") -> pytest.RunResult:

@@ -209,3 +209,14 @@ def test_bench_cases_are_marked_selectable_and_can_run_as_plain_tests(project):
     plain = project.run("--bench-disable", "--device-log=live")
     plain.assert_outcomes(passed=2)
     assert "#ondevice bench" not in plain.stdout.str() and "ondevice bench" not in plain.stdout.str()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("board", ["host", "bluepill-qemu", "mps2-an386"])
+def test_gemm_examples_agree_with_their_reference_and_bench_both(project, board):
+    project.copy_examples("gemm")
+    result = project.run("examples/gemm", "-v", board=board)
+    result.assert_outcomes(passed=5)
+    result.stdout.fnmatch_lines(["*Int8OptimizedMatchesReferenceOnAllShapes*PASSED*"])
+    for name in ("gemm_s8_naive_32", "gemm_s8_opt_32", "gemm_f32_naive_16", "gemm_f32_opt_16"):
+        result.stdout.fnmatch_lines([f"{name}*{board}*"])
