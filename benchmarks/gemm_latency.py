@@ -1,4 +1,4 @@
-"""GEMM latency on emulated boards: optimized vs naive int8 GEMM at 32x32x32, three runs.
+"""GEMM and model latency on emulated boards: optimized vs naive int8 GEMM at 32x32x32, three runs.
 
     python benchmarks/gemm_latency.py [--boards bluepill-qemu,mps2-an386] [--runs 3]
 
@@ -30,6 +30,7 @@ def run(board: str, out: Path) -> dict[str, float]:
         f"--board={board}",
         f"--bench-json={out}",
         str(REPO / "examples" / "gemm"),
+        str(REPO / "examples" / "model"),
     ]
     proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True)
     if proc.returncode != 0:

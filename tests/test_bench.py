@@ -220,3 +220,12 @@ def test_gemm_examples_agree_with_their_reference_and_bench_both(project, board)
     result.stdout.fnmatch_lines(["*Int8OptimizedMatchesReferenceOnAllShapes*PASSED*"])
     for name in ("gemm_s8_naive_32", "gemm_s8_opt_32", "gemm_f32_naive_16", "gemm_f32_opt_16"):
         result.stdout.fnmatch_lines([f"{name}*{board}*"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("board", ["host", "bluepill-qemu"])
+def test_the_two_layer_model_matches_its_generator_and_fits_the_board(project, board):
+    project.copy_examples("gemm", "model")
+    result = project.run("examples/model", "-v", board=board)
+    result.assert_outcomes(passed=2)  # a binary that did not fit would fail before running
+    result.stdout.fnmatch_lines(["*MlpOutputsMatchTheGenerator*PASSED*", f"mlp_int8_64_32_10*{board}*"])

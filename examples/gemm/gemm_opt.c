@@ -60,8 +60,20 @@ void gemm_s8_opt(const GemmS8Params *p, const int8_t *a, const int8_t *b, const 
     const int32_t f0 = folded_bias(p->input_offset, b0, kk, bias, j);
     const int32_t f1 = folded_bias(p->input_offset, b1, kk, bias, j1);
     for (int i = 0; i < m; i += 2) {
-      const int i1 = i + 1 < m ? i + 1 : i;
-      const int8_t *a0 = a + i * kk, *a1 = a + i1 * kk;
+      const int8_t *a0 = a + i * kk;
+      if (i + 1 == m) { /* a last odd row (or a whole GEMV, m = 1): two outputs, no wasted MACs */
+        int32_t s0 = f0, s1 = f1;
+        for (int k = 0; k < kk; ++k) {
+          const int32_t x = a0[k];
+          s0 += x * b0[k];
+          s1 += x * b1[k];
+        }
+        c[i * n + j] = requantize(s0, mult, shift, out_off, lo, hi);
+        c[i * n + j1] = requantize(s1, mult, shift, out_off, lo, hi);
+        break;
+      }
+      const int i1 = i + 1;
+      const int8_t *a1 = a + i1 * kk;
       int32_t s00 = f0, s01 = f1, s10 = f0, s11 = f1;
       int k = 0;
 #if GEMM_DSP
