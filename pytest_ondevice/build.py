@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import platform
 import re
 import shlex
 import subprocess
@@ -22,7 +23,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import sizecheck
+from . import elf, sizecheck
 from .board import Board
 from .dirconfig import BuildFlags, DirConfig
 from .toolchain import ResolvedToolchain
@@ -96,7 +97,7 @@ class Builder:
         exe = out_dir / "bin" / Path(rel).with_suffix("")
         if board.kind == "baremetal":
             exe = exe.with_name(exe.name + ".elf")
-        inputs = [*objects, *([archive] if archive else []), *runtime]
+        inputs = [*objects, *([archive] if archive else []), *self._prebuilt(board, cfg), *runtime]
         script = self._linker_script(board)
         try:
             artifact = self._link(board, tc, flags, inputs, exe, cxx, script)
@@ -104,6 +105,27 @@ class Builder:
             raise sizecheck.from_link_output(board, str(e), rel) or e from None
         sizecheck.check_elf(board, artifact.path, rel)
         return artifact
+
+    def _prebuilt(self, board: Board, cfg: DirConfig) -> list[Path]:
+        """The directory's prebuilt objects and libraries for this board, checked to exist and
+        to be built for the board's architecture (from their ELF headers, not a failed link)."""
+        want = _host_arch() if board.arch == "native" else board.arch
+        paths = []
+        for pattern, path in cfg.prebuilt_for(board.name, board.arch):
+            where = f"{cfg.path}: prebuilt '{pattern}'"
+            if not path.is_file():
+                raise BuildError(f"{where}: {path} not found for board {board.name} (build it for this board first)")
+            try:
+                found = elf.machines(path)
+            except elf.ElfError as e:
+                raise BuildError(f"{where}: {e}") from None
+            if found and found != {want}:
+                raise BuildError(
+                    f"{where}: {path.name} was built for {', '.join(sorted(found))}, but board {board.name} "
+                    f"is {want}: rebuild it for {board.name}"
+                )
+            paths.append(path)
+        return paths
 
     def _linker_script(self, board: Board) -> Path | None:
         """The board's script with its [memory] figures filled in."""
@@ -292,6 +314,11 @@ class Builder:
     @staticmethod
     def _key(identity: str, argv: list[str], digests: list[str]) -> str:
         return hashlib.sha256(json.dumps([identity, argv, digests]).encode()).hexdigest()
+
+
+def _host_arch() -> str:
+    machine = platform.machine().lower()
+    return {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, "arm" if machine.startswith("arm") else machine)
 
 
 def _rel_to(path: Path, root: Path) -> str:

@@ -25,7 +25,8 @@ _BUILD_KEYS = {
     "timeout": float,
 }
 _FILE_KEYS = {**_BUILD_KEYS, "data": list}  # data: files the test reads, pushed beside the binary
-SPEC = {"sources": list, **_FILE_KEYS, "files": {"*": {**_FILE_KEYS, "sources": list}}}
+# prebuilt: objects or static libraries per board, e.g. "vendor/{board}/libk.a" ({board}, {arch})
+SPEC = {"sources": list, "prebuilt": list, **_FILE_KEYS, "files": {"*": {**_FILE_KEYS, "sources": list}}}
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,11 @@ class DirConfig:
     timeout: float | None = None
     data: tuple[Path, ...] = ()
     files: dict[str, dict] = field(default_factory=dict, hash=False, compare=False)
+    prebuilt: tuple[str, ...] = ()  # path patterns relative to root
+
+    def prebuilt_for(self, board: str, arch: str) -> list[tuple[str, Path]]:
+        """(pattern as written, path) of each prebuilt input for one board."""
+        return [(p, (self.root / p.format(board=board, arch=arch)).resolve()) for p in self.prebuilt]
 
     def for_file(self, source: Path) -> FileSettings:
         """Flags, extra sources, timeout and data files for one test source, overrides applied."""
@@ -127,4 +133,13 @@ def load(path: Path | None, fallback_root: Path) -> DirConfig:
         *(tuple(data.get(k, [])) for k in ("defines", "cflags", "cxxflags", "ldflags", "libs")),
     )
     files = tuple(cfg._glob(data.get("data", []), "data"))
-    return DirConfig(path, cfg.root, sources, flags, data.get("timeout"), files, data.get("files", {}))
+    return DirConfig(
+        path,
+        cfg.root,
+        sources,
+        flags,
+        data.get("timeout"),
+        files,
+        data.get("files", {}),
+        tuple(data.get("prebuilt", [])),
+    )

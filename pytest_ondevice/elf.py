@@ -72,3 +72,36 @@ def read(path: Path) -> ElfInfo:
 
     sections = tuple(Section(name(r[0]), r[1], r[2], r[3], r[5]) for r in raw)
     return ElfInfo(bits, machine, entry, sections)
+
+
+def machines(path: Path) -> set[str]:
+    """The architectures an object, shared library or static archive was built for.
+
+    Read from the ELF headers (of every member, for an `ar` archive), so a library built
+    for another board is named before the linker fails on it."""
+    data = path.read_bytes()
+    if data.startswith(b"\x7fELF"):
+        return {_machine(data)}
+    if not data.startswith(b"!<arch>\n"):
+        raise ElfError(f"{path}: neither an ELF file nor an ar archive")
+    found: set[str] = set()
+    pos = 8
+    while pos + 60 <= len(data):
+        header = data[pos : pos + 60]
+        try:
+            size = int(header[48:58].decode().strip())
+        except ValueError:
+            raise ElfError(f"{path}: damaged archive member header at byte {pos}") from None
+        body = data[pos + 60 : pos + 60 + size]
+        if body.startswith(b"\x7fELF"):
+            found.add(_machine(body))
+        pos += 60 + size + (size & 1)
+    return found
+
+
+def _machine(header: bytes) -> str:
+    if len(header) < 20:
+        raise ElfError("truncated ELF header")
+    order = "<" if header[5] == 1 else ">"
+    (machine,) = struct.unpack_from(order + "H", header, 18)
+    return EM_NAMES.get(machine, f"machine {machine}")

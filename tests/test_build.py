@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+
+import pytest
 from conftest import build_report
+
+from pytest_ondevice.build import _host_arch
+from pytest_ondevice.elf import ElfError, machines
 
 
 def test_second_run_with_nothing_changed_compiles_nothing(project):
@@ -76,3 +83,31 @@ def test_missing_toolchain_names_the_package(project, monkeypatch):
     result = project.run()
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*no toolchain for board 'host'*apt-get install build-essential*"])
+
+
+def test_prebuilt_library_per_board_is_linked_and_checked_for_its_architecture(project):
+    project.copy_examples("prebuilt")
+    ok = project.run("examples/prebuilt", "-v")  # its conftest makes vendor/host/libvendor.a
+    ok.assert_outcomes(passed=1)
+    ok.stdout.fnmatch_lines(["*vendor_test.c::VendorDotProduct[[]host[]] PASSED*"])
+    vendor = project.path / "examples" / "prebuilt" / "vendor"
+    assert machines(vendor / "host" / "libvendor.a") == {_host_arch()}
+
+    project.run("examples/prebuilt", "--build-only", board="bluepill-qemu").assert_outcomes(skipped=1)
+    assert machines(vendor / "bluepill-qemu" / "libvendor.a") == {"arm"}
+    shutil.copy(vendor / "bluepill-qemu" / "libvendor.a", vendor / "host" / "libvendor.a")  # the wrong one
+    wrong = project.run("examples/prebuilt")
+    wrong.assert_outcomes(failed=1)
+    wrong.stdout.fnmatch_lines(
+        [f"*prebuilt 'vendor/{{board}}/libvendor.a': libvendor.a was built for arm, but board host is {_host_arch()}*"]
+    )
+
+
+def test_machines_reads_objects_and_archives_and_refuses_other_files(tmp_path):
+    src = tmp_path / "x.c"
+    src.write_text("int x(void) { return 1; }\n")
+    subprocess.run(["cc", "-c", str(src), "-o", str(tmp_path / "x.o")], check=True)
+    subprocess.run(["ar", "rcs", str(tmp_path / "libx.a"), str(tmp_path / "x.o")], check=True)
+    assert machines(tmp_path / "x.o") == machines(tmp_path / "libx.a") == {_host_arch()}
+    with pytest.raises(ElfError, match="neither an ELF file nor an ar archive"):
+        machines(src)

@@ -1,0 +1,37 @@
+"""Builds vendor/<board>/libvendor.a from vendor_dot.c with each board's own toolchain.
+
+    python examples/prebuilt/make_vendor_lib.py host bluepill-qemu rpi
+
+Stands in for a library a vendor ships prebuilt (or an AOT-compiled model object): the
+tests then link it per board without ever compiling its source.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from pytest_ondevice.board import BoardRegistry
+from pytest_ondevice.toolchain import resolve
+
+HERE = Path(__file__).resolve().parent
+
+
+def build(board_name: str, dest_root: Path = HERE / "vendor") -> Path:
+    board = BoardRegistry().get(board_name)
+    tc = resolve(board)
+    out = dest_root / board_name / "libvendor.a"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        obj = Path(tmp) / "vendor_dot.o"
+        subprocess.run([*tc.cc, *board.toolchain.cflags, "-c", str(HERE / "vendor_dot.c"), "-o", str(obj)], check=True)
+        out.unlink(missing_ok=True)
+        subprocess.run([*tc.ar, "rcs", str(out), str(obj)], check=True)
+    return out
+
+
+if __name__ == "__main__":
+    for name in sys.argv[1:] or ["host"]:
+        print(build(name))
