@@ -82,8 +82,11 @@ class Builder:
         flags, extra = settings.flags, settings.extra_sources
         out_dir = self.root / board.name
         archive = self._library(board, tc, cfg)
+        # the runtime is compiled with each directory's flags: one copy per set of flags, so
+        # directories with different flags neither share a wrong object nor evict each other's
+        flags_id = hashlib.sha256(repr(flags).encode()).hexdigest()[:10]
         runtime = [
-            self._compile(board, tc, src, flags, out_dir / "runtime" / (src.name + ".o"))
+            self._compile(board, tc, src, flags, out_dir / "runtime" / flags_id / (src.name + ".o"))
             for src in board.toolchain.runtime
         ]
         objects = [

@@ -111,3 +111,21 @@ def test_machines_reads_objects_and_archives_and_refuses_other_files(tmp_path):
     assert machines(tmp_path / "x.o") == machines(tmp_path / "libx.a") == {_host_arch()}
     with pytest.raises(ElfError, match="neither an ELF file nor an ar archive"):
         machines(src)
+
+
+def test_directories_with_different_flags_do_not_evict_each_others_runtime(project):
+    case = (
+        '#include "micro_test.h"\nTF_LITE_MICRO_TESTS_BEGIN\n'
+        "TF_LITE_MICRO_TEST(T) { TF_LITE_MICRO_EXPECT(1); }\nTF_LITE_MICRO_TESTS_END\n"
+    )
+    project.write("a/ondevice.toml", 'defines = ["FROM_A=1"]\n')
+    project.write("a/a_test.c", case)
+    project.write("b/ondevice.toml", 'cflags = ["-std=c11"]\n')
+    project.write("b/b_test.c", case)
+    project.run().assert_outcomes(passed=2)
+    # each directory's binary links a runtime compiled with its own flags
+    assert len(list((project.path / "_build" / "host" / "runtime").iterdir())) == 2
+    for _ in range(2):  # whatever order the binaries build in, a rerun compiles nothing
+        again = project.run()
+        again.assert_outcomes(passed=2)
+        assert build_report(again)["compiled"] == 0
