@@ -38,6 +38,10 @@ TOOLCHAIN_SPEC = {
     "libs": list,
     "runtime": list,  # sources compiled into every binary (print function, startup)
     "linker_script": str,  # @FLASH_ORIGIN@-style placeholders are filled from [memory]
+    # pkg-config for this board: where its .pc files are (PKG_CONFIG_LIBDIR, ":"-separated)
+    # and the sysroot their paths are relative to (PKG_CONFIG_SYSROOT_DIR)
+    "pkg_config_libdir": str,
+    "sysroot": str,
 }
 MEMORY_SPEC = {
     "flash": int,
@@ -74,6 +78,8 @@ class Toolchain:
     libs: tuple[str, ...] = ()
     runtime: tuple[Path, ...] = ()
     linker_script: Path | None = None
+    pkg_config_libdir: str | None = None
+    sysroot: str | None = None
 
 
 @dataclass(frozen=True)
@@ -194,6 +200,8 @@ def _build(name: str, path: Path, data: dict[str, Any]) -> Board:
         **{k: tuple(tc.get(k, [])) for k in ("cflags", "cxxflags", "ldflags", "libs")},
         runtime=tuple(Path(r) for r in tc.get("runtime", [])),
         linker_script=Path(tc["linker_script"]) if tc.get("linker_script") else None,
+        pkg_config_libdir=tc.get("pkg_config_libdir"),
+        sysroot=tc.get("sysroot"),
     )
     return Board(
         name=name,

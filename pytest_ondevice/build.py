@@ -22,12 +22,14 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
-from . import elf, sizecheck
+from . import elf, pkgconfig, sizecheck
 from .board import Board
 from .dirconfig import BuildFlags, DirConfig
 from .toolchain import ResolvedToolchain
 
+T = TypeVar("T")
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
 CXX_SUFFIXES = {".cc", ".cpp", ".cxx", ".C", ".c++"}
 
@@ -79,7 +81,7 @@ class Builder:
     def binary(self, board: Board, tc: ResolvedToolchain, cfg: DirConfig, source: Path, rel: str) -> Artifact:
         """Build one test binary; `rel` is the source's path relative to the project."""
         settings = cfg.for_file(source)
-        flags, extra = settings.flags, settings.extra_sources
+        flags, extra = pkgconfig.merged(settings.flags, self._pkg_flags(board, cfg)), settings.extra_sources
         out_dir = self.root / board.name
         archive = self._library(board, tc, cfg)
         # the runtime is compiled with each directory's flags: one copy per set of flags, so
@@ -112,23 +114,31 @@ class Builder:
     def _prebuilt(self, board: Board, cfg: DirConfig) -> list[Path]:
         """The directory's prebuilt objects and libraries for this board, checked to exist and
         to be built for the board's architecture (from their ELF headers, not a failed link)."""
-        want = _host_arch() if board.arch == "native" else board.arch
         paths = []
         for pattern, path in cfg.prebuilt_for(board.name, board.arch):
             where = f"{cfg.path}: prebuilt '{pattern}'"
             if not path.is_file():
                 raise BuildError(f"{where}: {path} not found for board {board.name} (build it for this board first)")
-            try:
-                found = elf.machines(path)
-            except elf.ElfError as e:
-                raise BuildError(f"{where}: {e}") from None
-            if found and found != {want}:
-                raise BuildError(
-                    f"{where}: {path.name} was built for {', '.join(sorted(found))}, but board {board.name} "
-                    f"is {want}: rebuild it for {board.name}"
-                )
+            _check_arch(path, board, where)
             paths.append(path)
         return paths
+
+    def _pkg_flags(self, board: Board, cfg: DirConfig) -> BuildFlags:
+        """The directory's pkg_config packages for this board, asked once per session."""
+
+        def ask() -> BuildFlags:
+            try:
+                flags = pkgconfig.flags_for(board, cfg)
+            except pkgconfig.PkgConfigError as e:
+                raise BuildError(str(e)) from None
+            dirs = [Path(f[2:]) for f in flags.ldflags if f.startswith("-L")]
+            for lib in flags.libs:  # the static libraries pkg-config named: built for this board?
+                for d in dirs:
+                    if (d / f"lib{lib}.a").is_file():
+                        _check_arch(d / f"lib{lib}.a", board, f"{cfg.path}: pkg-config's -l{lib}")
+            return flags
+
+        return self._once(("pkg-config", board.name, cfg.path), ask)
 
     def _linker_script(self, board: Board) -> Path | None:
         """The board's script with its [memory] figures filled in."""
@@ -153,7 +163,7 @@ class Builder:
         return out
 
     # -- library -------------------------------------------------------------
-    def _once(self, key: object, fn: Callable[[], Path]) -> Path:
+    def _once(self, key: object, fn: Callable[[], T]) -> T:
         """Run fn once per key per session; concurrent callers wait for the first."""
         with self._lock:
             fut = self._pending.get(key)
@@ -183,7 +193,7 @@ class Builder:
                     board,
                     tc,
                     src,
-                    cfg.flags,
+                    pkgconfig.merged(cfg.flags, self._pkg_flags(board, cfg)),
                     lib_dir / "obj" / (_safe_rel(src, _rel_to(src, cfg.root)) + ".o"),
                 )
                 for src in cfg.sources
@@ -317,6 +327,19 @@ class Builder:
     @staticmethod
     def _key(identity: str, argv: list[str], digests: list[str]) -> str:
         return hashlib.sha256(json.dumps([identity, argv, digests]).encode()).hexdigest()
+
+
+def _check_arch(path: Path, board: Board, where: str) -> None:
+    want = _host_arch() if board.arch == "native" else board.arch
+    try:
+        found = elf.machines(path)
+    except elf.ElfError as e:
+        raise BuildError(f"{where}: {e}") from None
+    if found and found != {want}:
+        raise BuildError(
+            f"{where}: {path.name} was built for {', '.join(sorted(found))}, but board {board.name} "
+            f"is {want}: rebuild it for {board.name}"
+        )
 
 
 def _host_arch() -> str:

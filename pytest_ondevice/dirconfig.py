@@ -26,7 +26,15 @@ _BUILD_KEYS = {
 }
 _FILE_KEYS = {**_BUILD_KEYS, "data": list}  # data: files the test reads, pushed beside the binary
 # prebuilt: objects or static libraries per board, e.g. "vendor/{board}/libk.a" ({board}, {arch})
-SPEC = {"sources": list, "prebuilt": list, **_FILE_KEYS, "files": {"*": {**_FILE_KEYS, "sources": list}}}
+# pkg_config: packages found per board; pkg_config_path: extra .pc dirs ({board}, {arch})
+SPEC = {
+    "sources": list,
+    "prebuilt": list,
+    "pkg_config": list,
+    "pkg_config_path": list,
+    **_FILE_KEYS,
+    "files": {"*": {**_FILE_KEYS, "sources": list}},
+}
 
 
 @dataclass(frozen=True)
@@ -57,6 +65,8 @@ class DirConfig:
     data: tuple[Path, ...] = ()
     files: dict[str, dict] = field(default_factory=dict, hash=False, compare=False)
     prebuilt: tuple[str, ...] = ()  # path patterns relative to root
+    pkg_config: tuple[str, ...] = ()
+    pkg_config_path: tuple[str, ...] = ()  # path patterns relative to root
 
     def prebuilt_for(self, board: str, arch: str) -> list[tuple[str, Path]]:
         """(pattern as written, path) of each prebuilt input for one board."""
@@ -142,4 +152,6 @@ def load(path: Path | None, fallback_root: Path) -> DirConfig:
         files,
         data.get("files", {}),
         tuple(data.get("prebuilt", [])),
+        tuple(data.get("pkg_config", [])),
+        tuple(data.get("pkg_config_path", [])),
     )

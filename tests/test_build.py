@@ -88,18 +88,21 @@ def test_missing_toolchain_names_the_package(project, monkeypatch):
 def test_prebuilt_library_per_board_is_linked_and_checked_for_its_architecture(project):
     project.copy_examples("prebuilt")
     ok = project.run("examples/prebuilt", "-v")  # its conftest makes vendor/host/libvendor.a
-    ok.assert_outcomes(passed=1)
+    ok.assert_outcomes(passed=2)  # linked as `prebuilt`, and found through pkg-config
     ok.stdout.fnmatch_lines(["*vendor_test.c::VendorDotProduct[[]host[]] PASSED*"])
     vendor = project.path / "examples" / "prebuilt" / "vendor"
     assert machines(vendor / "host" / "libvendor.a") == {_host_arch()}
 
-    project.run("examples/prebuilt", "--build-only", board="bluepill-qemu").assert_outcomes(skipped=1)
+    project.run("examples/prebuilt", "--build-only", board="bluepill-qemu").assert_outcomes(skipped=2)
     assert machines(vendor / "bluepill-qemu" / "libvendor.a") == {"arm"}
     shutil.copy(vendor / "bluepill-qemu" / "libvendor.a", vendor / "host" / "libvendor.a")  # the wrong one
     wrong = project.run("examples/prebuilt")
-    wrong.assert_outcomes(failed=1)
+    wrong.assert_outcomes(failed=2)
     wrong.stdout.fnmatch_lines(
         [f"*prebuilt 'vendor/{{board}}/libvendor.a': libvendor.a was built for arm, but board host is {_host_arch()}*"]
+    )
+    wrong.stdout.fnmatch_lines(
+        [f"*pkg-config's -lvendor: libvendor.a was built for arm, but board host is {_host_arch()}*"]
     )
 
 
@@ -129,3 +132,26 @@ def test_directories_with_different_flags_do_not_evict_each_others_runtime(proje
         again = project.run()
         again.assert_outcomes(passed=2)
         assert build_report(again)["compiled"] == 0
+
+
+def test_pkg_config_finds_the_boards_own_library(project):
+    project.copy_examples("prebuilt")
+    for board in ("host", "bluepill-qemu"):
+        result = project.run("examples/prebuilt/pkgconfig", "-v", board=board)
+        result.assert_outcomes(passed=1)
+        result.stdout.fnmatch_lines([f"*VendorThroughPkgConfig[[]{board}[]] PASSED*"])
+
+
+def test_pkg_config_never_hands_a_cross_board_the_hosts_library(project, monkeypatch):
+    project.copy_examples("prebuilt")
+    toml = project.path / "examples" / "prebuilt" / "pkgconfig" / "ondevice.toml"
+    toml.write_text('pkg_config = ["vendor"]\npkg_config_path = ["../nothing-for/{board}"]\n')
+    project.run("examples/prebuilt/vendor_test.c").assert_outcomes(passed=1)  # makes the host's vendor.pc
+    host_pc = project.path / "examples" / "prebuilt" / "vendor" / "host" / "pkgconfig"
+    assert (host_pc / "vendor.pc").is_file()
+    monkeypatch.setenv("PKG_CONFIG_PATH", str(host_pc))  # the host's .pc is on the usual path...
+    result = project.run("examples/prebuilt/pkgconfig", board="mps2-an386")  # ...and is not used
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*pkg-config found no vendor for board mps2-an386 (searched */nothing-for/mps2-an386)*"]
+    )

@@ -1,4 +1,5 @@
-"""Builds vendor/<board>/libvendor.a from vendor_dot.c with each board's own toolchain.
+"""Builds vendor/<board>/libvendor.a (with its header and a pkg-config .pc file) from
+vendor_dot.c, with each board's own toolchain.
 
     python examples/prebuilt/make_vendor_lib.py host bluepill-qemu rpi
 
@@ -29,6 +30,16 @@ def build(board_name: str, dest_root: Path = HERE / "vendor") -> Path:
         subprocess.run([*tc.cc, *board.toolchain.cflags, "-c", str(HERE / "vendor_dot.c"), "-o", str(obj)], check=True)
         out.unlink(missing_ok=True)
         subprocess.run([*tc.ar, "rcs", str(out), str(obj)], check=True)
+    # as a vendor ships it for pkg-config: its header and a .pc file beside the library
+    include = out.parent / "include"
+    include.mkdir(exist_ok=True)
+    (include / "vendor_dot.h").write_text((HERE / "vendor_dot.h").read_text())
+    pc = out.parent / "pkgconfig" / "vendor.pc"
+    pc.parent.mkdir(exist_ok=True)
+    pc.write_text(
+        "prefix=${pcfiledir}/..\nName: vendor\nDescription: the example's vendor kernels\nVersion: 1.0\n"
+        "Cflags: -I${prefix}/include\nLibs: -L${prefix} -lvendor\n"
+    )
     return out
 
 

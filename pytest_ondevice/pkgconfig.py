@@ -1,0 +1,61 @@
+"""pkg-config per board: a prebuilt cross library is found, never rebuilt.
+
+For a cross board pkg-config must look only at that board's .pc files (PKG_CONFIG_LIBDIR,
+not the host's), prefix their paths with the board's sysroot (PKG_CONFIG_SYSROOT_DIR) and
+be told that cross use is intended (PKG_CONFIG_ALLOW_CROSS) — the lesson of every cross
+build that silently linked the host's library."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+
+from .board import Board
+from .dirconfig import BuildFlags, DirConfig
+
+
+class PkgConfigError(Exception):
+    pass
+
+
+def flags_for(board: Board, cfg: DirConfig) -> BuildFlags:
+    """The compile and link flags of the directory's pkg_config packages, for this board."""
+    if not cfg.pkg_config:
+        return BuildFlags()
+    env = dict(os.environ, PKG_CONFIG_ALLOW_CROSS="1")
+    extra = [str((cfg.root / p.format(board=board.name, arch=board.arch)).resolve()) for p in cfg.pkg_config_path]
+    if board.kind == "host":
+        env["PKG_CONFIG_PATH"] = ":".join([*extra, *filter(None, [os.environ.get("PKG_CONFIG_PATH")])])
+    else:  # only the board's own .pc files: never the host's
+        env["PKG_CONFIG_LIBDIR"] = ":".join([*extra, *filter(None, [board.toolchain.pkg_config_libdir])])
+        env.pop("PKG_CONFIG_PATH", None)
+        if board.toolchain.sysroot:
+            env["PKG_CONFIG_SYSROOT_DIR"] = board.toolchain.sysroot
+    argv = ["pkg-config", "--static", *cfg.pkg_config]
+    try:
+        cflags = _run([*argv, "--cflags"], env)
+        libs = _run([*argv, "--libs"], env)
+    except FileNotFoundError:
+        raise PkgConfigError("pkg-config not found: apt-get install pkgconf (or run scripts/setup.sh)") from None
+    except subprocess.CalledProcessError as e:
+        where = env.get("PKG_CONFIG_LIBDIR", env.get("PKG_CONFIG_PATH", ""))
+        raise PkgConfigError(
+            f"{cfg.path}: pkg-config found no {' '.join(cfg.pkg_config)} for board {board.name} "
+            f"(searched {where or 'the default path'}): {e.stderr.strip()}"
+        ) from None
+    return BuildFlags(
+        cflags=tuple(cflags),
+        cxxflags=tuple(cflags),
+        ldflags=tuple(x for x in libs if not x.startswith("-l")),
+        libs=tuple(x[2:] for x in libs if x.startswith("-l")),
+    )
+
+
+def _run(argv: list[str], env: dict[str, str]) -> list[str]:
+    out = subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stdout
+    return shlex.split(out)
+
+
+def merged(base: BuildFlags, more: BuildFlags) -> BuildFlags:
+    return BuildFlags(*(getattr(base, f) + getattr(more, f) for f in BuildFlags.__dataclass_fields__))
