@@ -3,7 +3,8 @@
 The device prints raw counts of its cycle source (`unit=systick|dwt|ns`); what they mean
 comes from the board file, never from the device: SysTick under QEMU's `-icount shift=N`
 counts virtual time, so ticks become instructions (ticks x 1e9 / (clock_hz x 2^N));
-SysTick or DWT on silicon (and Renode) count CPU cycles at `clock_hz`.
+SysTick or DWT on silicon count CPU cycles at `clock_hz`; so does SysTick under Renode, whose
+clock is virtual time, so its figures repeat exactly, as under QEMU.
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ def measure(record: BenchRecord, board: Board) -> Measured:
         work=record.work,
         work_unit=record.work_unit,
         us=values[0] * us_per_unit if us_per_unit else None,
-        deterministic=shift is not None,
+        deterministic=shift is not None or board.transport.get("name") == "renode",  # virtual time
         raw=record,
     )
 

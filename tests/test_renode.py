@@ -7,6 +7,7 @@ on PATH the same tests run against it too.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -335,3 +336,17 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def test_bench_figures_on_renode_are_cycles_and_repeat_exactly(project, renode):
+    from test_bench import GEMM
+
+    project.write("gemm_test.c", GEMM)
+    raws = []
+    for i in range(2):
+        result = project.run(f"--bench-json=b{i}.json", board="bluepill-renode")
+        result.assert_outcomes(passed=1)
+        record = json.loads((project.path / f"b{i}.json").read_text())["records"][0]
+        assert record["unit"] == "cycles" and record["deterministic"] and record["us"] > 0
+        raws.append(record["raw"])
+    assert raws[0] == raws[1]  # Renode's clock is virtual time
