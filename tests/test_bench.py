@@ -212,10 +212,11 @@ def test_bench_cases_are_marked_selectable_and_can_run_as_plain_tests(project):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("board", ["host", "bluepill-qemu", "mps2-an386"])
+@pytest.mark.parametrize("board", ["host", "bluepill-qemu", "mps2-an386", "rpi"])
 def test_gemm_examples_agree_with_their_reference_and_bench_both(project, board):
     project.copy_examples("gemm")
-    result = project.run("examples/gemm", "-v", board=board)
+    device = ["--device=qemu"] if board == "rpi" else []  # the Pi binary, under qemu-aarch64
+    result = project.run("examples/gemm", "-v", *device, board=board)
     result.assert_outcomes(passed=5)
     result.stdout.fnmatch_lines(["*Int8OptimizedMatchesReferenceOnAllShapes*PASSED*"])
     for name in ("gemm_s8_naive_32", "gemm_s8_opt_32", "gemm_f32_naive_16", "gemm_f32_opt_16"):
