@@ -13,7 +13,8 @@ EXAMPLES = REPO / "examples"
 
 
 class Project:
-    """A pytester directory holding C/C++ test sources, run with --board."""
+    """A pytester directory holding C/C++ test sources, run with --board; board files a
+    test writes under boards/ are found."""
 
     def __init__(self, pytester: pytest.Pytester) -> None:
         self.pytester = pytester
@@ -22,6 +23,7 @@ class Project:
             f"""
             [pytest]
             ondevice_build_dir = {self.path / "_build"}
+            ondevice_boards = boards
             """
         )
 

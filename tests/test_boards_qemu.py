@@ -218,7 +218,6 @@ def test_missing_cross_toolchain_names_package_and_pip_alternative(project, monk
         'extends = "rpi"\n[toolchain]\ngnu = "riscv99-none-gnu"\nclang_target = "riscv99"\n'
         'zig_target = "riscv99-linux"\ndebian_package = "gcc-riscv99-linux-gnu"\n',
     )
-    project.pytester.makeini(f"[pytest]\nondevice_build_dir = {project.path / '_build'}\nondevice_boards = boards\n")
     project.write("x_test.c", FAULTS)
     result = project.run("--device=qemu", board="exotic")
     result.assert_outcomes(failed=3)
@@ -232,7 +231,6 @@ def test_clang_is_the_fallback_when_the_gnu_triple_is_missing(project):
         "boards/rpi-clang.toml",
         'extends = "rpi"\n[toolchain]\ngnu = "no-such-triple"\n',
     )
-    project.pytester.makeini(f"[pytest]\nondevice_build_dir = {project.path / '_build'}\nondevice_boards = boards\n")
     project.copy_examples()
     result = project.run("examples", "--device=qemu", board="rpi-clang")
     result.assert_outcomes(passed=8)
@@ -249,7 +247,6 @@ def test_zig_cross_compiles_when_no_gnu_toolchain_is_installed(project):
         'extends = "rpi"\n[toolchain]\ngnu = "no-such-triple"\nclang_target = "no-such-target"\n'
         'cflags = ["-O2"]\ncxxflags = ["-O2", "-fno-exceptions"]\n',
     )
-    project.pytester.makeini(f"[pytest]\nondevice_build_dir = {project.path / '_build'}\nondevice_boards = boards\n")
     project.write("fault_test.c", FAULTS)  # C only: zig builds libc++ on first use, which is slow
     result = project.run("--device=qemu", board="rpi-zig")
     result.assert_outcomes(passed=1, failed=2)
@@ -269,7 +266,6 @@ def test_output_through_the_usart_instead_of_semihosting(project):
         )
         + ']\n[transport]\noutput = "uart"\n',
     )
-    project.pytester.makeini(f"[pytest]\nondevice_build_dir = {project.path / '_build'}\nondevice_boards = boards\n")
     project.copy_examples()
     result = project.run("examples", board="bluepill-qemu-uart")
     result.assert_outcomes(passed=8)

@@ -382,7 +382,6 @@ def test_timeout_from_ini_and_per_file_override(project):
 
 def test_infrastructure_failure_is_an_error_not_a_failure(project):
     project.write("boards/broken.toml", 'extends = "host"\n[transport]\nname = "carrier-pigeon"\n')
-    project.pytester.makeini(f"[pytest]\nondevice_build_dir = {project.path / '_build'}\nondevice_boards = boards\n")
     project.write("mixed_test.c", V1_MIXED)
     result = project.run(board="broken")
     result.assert_outcomes(errors=3)

@@ -160,7 +160,6 @@ def test_hang_is_stopped_at_the_timeout_and_the_machine_serves_the_next_binary(p
 def test_virtual_time_budget_stops_a_hang_before_the_wall_clock(project, renode):
     renode.only_standin("the stand-in's instruction count is an estimate; a real Renode counts them")
     project.write("boards/bluepill-vt.toml", 'extends = "bluepill-renode"\n[transport]\nvirtual_timeout = 0.5\n')
-    project.pytester.makeini(f"[pytest]\nondevice_build_dir = {project.path / '_build'}\nondevice_boards = boards\n")
     project.write("hang_test.c", HANG)
     started = time.monotonic()
     result = project.run("--device-timeout=30", board="bluepill-vt")
@@ -197,7 +196,6 @@ def test_a_board_may_set_the_machine_up_with_its_own_resc(project, renode):
         'machine LoadPlatformDescriptionFromString "uartSemihosting: UART.SemihostingUart @ cpu"\n',
     )
     project.write("boards/bluepill-resc.toml", 'extends = "bluepill-renode"\n[transport]\nscript = "bluepill.resc"\n')
-    project.pytester.makeini(f"[pytest]\nondevice_build_dir = {project.path / '_build'}\nondevice_boards = boards\n")
     project.write("cases_test.c", CASES)
     result = project.run(board="bluepill-resc")
     result.assert_outcomes(passed=1, failed=1)
@@ -219,7 +217,6 @@ def test_monitor_refusing_a_command_is_an_error_quoting_renode(project, renode):
         "boards/bluepill-odd.toml",
         'extends = "bluepill-renode"\n[transport]\nplatform = "platforms/cpus/nosuch.repl"\n',
     )
-    project.pytester.makeini(f"[pytest]\nondevice_build_dir = {project.path / '_build'}\nondevice_boards = boards\n")
     project.write("cases_test.c", CASES)
     result = project.run(board="bluepill-odd")
     result.assert_outcomes(errors=2)
