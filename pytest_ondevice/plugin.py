@@ -296,17 +296,20 @@ class BenchReport:
         terminalreporter.section("ondevice bench")
         for line in bench.table(self.rows):
             terminalreporter.write_line(line)
-        path = self.config.getoption("bench_json")
+        path, name = self.config.getoption("bench_json"), self.config.getoption("bench_save")
+        if not (path or name):
+            return
+        text = json.dumps(self._document(), indent=2) + "\n"
         if path:
-            self._write_json(Path(path))
+            _write(Path(path), text)
             terminalreporter.write_line(f"bench records written to {path}")
-        name = self.config.getoption("bench_save")
         if name:
             saved = bench_dir(self.config) / f"{name}.json"
-            self._write_json(saved)
+            _write(saved, text)
             terminalreporter.write_line(f"bench baseline saved as {name} ({saved})")
 
-    def _write_json(self, path: Path) -> None:
+    def _document(self) -> dict:
+        """The records with what produced them: device, and each board's toolchain and flags."""
         reg = registry(self.config)
         boards = {}
         for name in sorted({r["board"] for r in self.rows}):
@@ -323,9 +326,12 @@ class BenchReport:
                 "cxxflags": list(board.toolchain.cxxflags),
                 "ldflags": list(board.toolchain.ldflags),
             }
-        out = {"device": self.config.getoption("device"), "boards": boards, "records": self.rows}
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(out, indent=2) + "\n")
+        return {"device": self.config.getoption("device"), "boards": boards, "records": self.rows}
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 from . import dirconfig, toolchain
 from .board import Board, BoardRegistry
@@ -25,6 +26,7 @@ from .transports import InfrastructureError, Transport
 from .transports import load as load_transport
 
 DEFAULT_TIMEOUT = 60.0
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -97,8 +99,8 @@ class OnDeviceSession:
     def _build_future(self, spec: BinarySpec) -> Future:
         return self._started(self._builds, spec.key, lambda: self._build_pool.submit(self._build, spec))
 
-    def _started(self, table: dict, key: object, start: Callable[[], Future]) -> Future:
-        """The future already started for key, or a new one: each piece of work runs once."""
+    def _started(self, table: dict[Any, T], key: object, start: Callable[[], T]) -> T:
+        """What table holds for key, or what start() makes: each future and pool exists once."""
         with self._lock:
             fut = table.get(key)
             if fut is None:
@@ -134,11 +136,7 @@ class OnDeviceSession:
             self._pool("push", spec.board, 1).submit(self._prefetch, spec)
 
     def _pool(self, role: str, board: Board, workers: int) -> ThreadPoolExecutor:
-        with self._lock:
-            pool = self._run_pools.get((role, board.name))
-            if pool is None:
-                pool = self._run_pools[(role, board.name)] = ThreadPoolExecutor(max_workers=max(1, workers))
-            return pool
+        return self._started(self._run_pools, (role, board.name), lambda: ThreadPoolExecutor(max_workers=workers))
 
     def _prefetch(self, spec: BinarySpec) -> None:
         """Best effort: any error here is met again, and reported, by the run itself."""

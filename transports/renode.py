@@ -152,10 +152,11 @@ class RenodeTransport(Transport):
             self._drain()  # what the previous binary printed after its exit line
             self._command("machine Reset")  # peripherals and CPU: nothing carries over
             self._command(f"sysbus LoadELF @{deployed.path}")
-            budget = self._instruction_budget(timeout)
+            virtual = float(self.options.get("virtual_timeout", timeout))
+            budget = self._instruction_budget(virtual)
             base = self._executed() if budget else 0
             self._command("start")
-            end = self._read_until_exit(timeout, on_bytes, budget and base + budget)
+            end = self._read_until_exit(timeout, on_bytes, virtual, budget and base + budget)
             if end.exit_code is None:
                 self._command("pause")  # a hang: frozen until the next binary resets the machine
         except MonitorError as e:
@@ -163,9 +164,8 @@ class RenodeTransport(Transport):
         end.duration = time.monotonic() - start
         return end
 
-    def _instruction_budget(self, timeout: float) -> int:
+    def _instruction_budget(self, seconds: float) -> int:
         """The virtual-time budget in instructions (board clock, one instruction per cycle)."""
-        seconds = float(self.options.get("virtual_timeout", timeout))
         hz = self.board.clock_hz
         return int(seconds * hz) if hz and seconds > 0 else 0
 
@@ -176,7 +176,9 @@ class RenodeTransport(Transport):
             raise InfrastructureError(f"Renode's answer to ExecutedInstructions is not a number: {answer!r}")
         return int(number.group(0), 0)
 
-    def _read_until_exit(self, timeout: float, on_bytes: OnBytes, instruction_limit: int = 0) -> RunEnd:
+    def _read_until_exit(
+        self, timeout: float, on_bytes: OnBytes, virtual_timeout: float, instruction_limit: int
+    ) -> RunEnd:
         """Output until the exit line; the wall clock and (polled) virtual time both bound it."""
         assert self.terminal is not None
         end = RunEnd()
@@ -185,8 +187,7 @@ class RenodeTransport(Transport):
         tail = b""
         self.terminal.setblocking(False)
         while True:
-            now = time.monotonic()
-            remaining = deadline - now
+            remaining = deadline - time.monotonic()
             if remaining <= 0:
                 end.timed_out = timeout
                 return end
@@ -198,7 +199,7 @@ class RenodeTransport(Transport):
                 if instruction_limit and time.monotonic() >= next_poll:
                     next_poll = time.monotonic() + VIRTUAL_POLL
                     if self._executed() >= instruction_limit:
-                        end.timed_out = float(self.options.get("virtual_timeout", timeout))
+                        end.timed_out = virtual_timeout
                         end.clock = "virtual time"
                         return end
                 continue

@@ -88,7 +88,7 @@ class SshTransport(Transport):
         known = _known_hosts_files(conn.ssh_config)
         hop = conn
         while isinstance(hop, Connection):  # the device, then each ProxyJump host on the way
-            self._verify_host_keys(hop, paramiko.RejectPolicy)
+            self._verify_host_keys(hop)
             hop = hop.gateway
         where = f"{conn.user}@{conn.host}:{conn.port}"
         try:
@@ -151,8 +151,10 @@ class SshTransport(Transport):
                 sftp.get_channel().settimeout(float(self.options.get("sftp_timeout", SFTP_TIMEOUT)))
             return sftp
 
-    def _verify_host_keys(self, conn: Any, reject: type) -> None:
+    def _verify_host_keys(self, conn: Any) -> None:
         """What fabric leaves out: known_hosts loaded, and a policy other than accept-anything."""
+        import paramiko
+
         known = _known_hosts_files(conn.ssh_config)
         client = conn.client
         with contextlib.suppress(OSError):
@@ -163,7 +165,7 @@ class SshTransport(Transport):
         if self.options.get("accept_new_host_keys"):
             client.set_missing_host_key_policy(_AcceptNew(known[0] if known else None))
         else:
-            client.set_missing_host_key_policy(reject())
+            client.set_missing_host_key_policy(paramiko.RejectPolicy())
 
     def _make_scratch(self, sftp: Any) -> str:
         """A fresh private directory, as `mktemp -d` would make it."""
@@ -360,8 +362,9 @@ class SshTransport(Transport):
         if self._pushed:  # once per session, not per push: bound the device cache
             with contextlib.suppress(Exception):
                 self._prune()
-        with contextlib.suppress(Exception):
-            self._exec(f"rm -rf {shlex.quote(self.scratch)}; {self._stale_sessions()}" if self.scratch else "true")
+        if self.scratch:
+            with contextlib.suppress(Exception):
+                self._exec(f"rm -rf {shlex.quote(self.scratch)}; {self._stale_sessions()}")
         with contextlib.suppress(Exception):
             self.conn.close()
         self.conn, self._sftps = None, {}
