@@ -72,13 +72,11 @@ class Measured:
     work: int
     work_unit: str
     us: float | None  # the median in microseconds, when the unit allows it
-    deterministic: bool  # emulated with icount: equal figures every run
+    deterministic: bool  # on a virtual clock (QEMU -icount, Renode): equal figures every run
     raw: BenchRecord
 
     def as_dict(self) -> dict:
-        data = {k: v for k, v in asdict(self).items() if k != "raw"}
-        data["raw"] = asdict(self.raw)
-        return data
+        return asdict(self)  # the raw record nested as a dict too
 
 
 def measure(record: BenchRecord, board: Board) -> Measured:
