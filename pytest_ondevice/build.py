@@ -1,37 +1,41 @@
-"""Turn test sources into binaries for a board, compiling nothing twice.
+"""Turn test sources into binaries for a board, compiling nothing twice and nothing wrong.
 
-Every object is cached under a key made of the toolchain identity, the exact
-command line and the content of the source and of every header the compiler
-reported (its -MMD output), so an unchanged rerun compiles nothing. The code
-under test declared in ondevice.toml becomes one static archive per board,
-shared by all test binaries of that directory. Compiler processes run in
-parallel up to `jobs` at a time.
+Every object, archive, linker script and binary is stored under the key of all it was
+made from (see store.py): the toolchain's identity, the command line with the project
+and our headers' locations taken out, and the content of every file the compiler or
+linker read, found after the fact from their dependency output (ccache's manifests),
+plus the places where a header or library would have been found had it existed (so a
+new one that shadows the old rebuilds). Files in the toolchain's own directories are
+covered by its identity. Compilers run in parallel up to `jobs` at a time.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import platform
-import re
 import shlex
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from . import elf, pkgconfig, sizecheck
+from . import elf, inputs, pkgconfig, sizecheck
 from .board import Board
 from .dirconfig import BuildFlags, DirConfig
+from .store import CacheError, Entry, Store, key_of, unusable
 from .toolchain import ResolvedToolchain
 
 T = TypeVar("T")
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
 CXX_SUFFIXES = {".cc", ".cpp", ".cxx", ".C", ".c++"}
+# a file changed this close to a compile's start may have been read half old, half new:
+# timestamps come from a coarse kernel clock (a few ms), so allow for it
+TOO_NEW_NS = 20_000_000
+_DISK_TROUBLE = ("No space left on device", "Read-only file system", "Disk quota exceeded")
 
 
 class BuildError(Exception):
@@ -56,60 +60,88 @@ class BuildStats:
         with self._lock:
             setattr(self, name, getattr(self, name) + 1)
 
-    def summary(self) -> str:
-        return f"{self.compiled} compiled, {self.reused} reused; {self.linked} linked, {self.link_reused} reused"
+    def summary(self, damaged: int = 0, uncached: int = 0) -> str:
+        text = f"{self.compiled} compiled, {self.reused} reused; {self.linked} linked, {self.link_reused} reused"
+        if damaged:
+            text += f"; {damaged} damaged cache {'entry' if damaged == 1 else 'entries'} rebuilt"
+        if uncached:
+            text += f"; {uncached} not cached (an input changed while it was built)"
+        return text
 
 
 class Builder:
-    def __init__(self, root: Path, jobs: int, source_root: Path | None = None, defines: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        root: Path,
+        jobs: int,
+        source_root: Path | None = None,
+        defines: tuple[str, ...] = (),
+        cache_dir: Path | None = None,
+    ) -> None:
         self.root = root
-        # __FILE__ relative to the project, as failure messages should show it
-        self._prefix_map = [f"-fmacro-prefix-map={source_root}/="] if source_root else []
-        self._prefix_map += [f"-D{d}" for d in defines]  # session-wide (--bench-disable)
+        self.source_root = Path(os.path.normpath(source_root or Path.cwd()))
+        src = str(self.source_root)
+        # the same sources give the same bytes in any checkout: paths in debug info and
+        # __FILE__ are relative to the project, our own headers' install path is hidden
+        self._session_flags = [  # the compiler tries the last map first
+            f"-ffile-prefix-map={src}=.",
+            f"-ffile-prefix-map={src}/=",
+            f"-ffile-prefix-map={INCLUDE_DIR}=ondevice-include",
+            *(f"-D{d}" for d in defines),  # session-wide (--bench-disable)
+        ]
+        self._names = inputs.PathNames({"<ondevice>": INCLUDE_DIR, "<root>": self.source_root})
+        self._listings = inputs.Listings()
         self.jobs = max(1, jobs)
         self.stats = BuildStats()
         self._slots = threading.Semaphore(self.jobs)
         self._pending: dict[object, Future] = {}
         self._lock = threading.Lock()
-        self._hashes: dict[tuple[str, int, int], str] = {}
-        root.mkdir(parents=True, exist_ok=True)
-        ignore = root / ".gitignore"
-        if not ignore.exists():
-            ignore.write_text("# created by pytest-ondevice\n*\n")
+        self._running: set[subprocess.Popen] = set()
+        self._closed = False
+        self._no_depfile: set[tuple[str, ...]] = set()  # linkers without --dependency-file
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            ignore = root / ".gitignore"
+            if not ignore.exists():
+                ignore.write_text("# created by pytest-ondevice\n*\n")
+        except OSError as e:
+            raise unusable(root, e, "build dir") from None
+        self.store = Store(cache_dir or root / "cache")
 
     # -- public --------------------------------------------------------------
     def binary(self, board: Board, tc: ResolvedToolchain, cfg: DirConfig, source: Path, rel: str) -> Artifact:
         """Build one test binary; `rel` is the source's path relative to the project."""
         settings = cfg.for_file(source)
         flags, extra = pkgconfig.merged(settings.flags, self._pkg_flags(board, cfg)), settings.extra_sources
-        out_dir = self.root / board.name
         archive = self._library(board, tc, cfg)
-        # the runtime is compiled with each directory's flags: one copy per set of flags, so
-        # directories with different flags neither share a wrong object nor evict each other's
-        flags_id = hashlib.sha256(repr(flags).encode()).hexdigest()[:10]
-        runtime = [
-            self._compile(board, tc, src, flags, out_dir / "runtime" / flags_id / (src.name + ".o"))
-            for src in board.toolchain.runtime
-        ]
-        objects = [
-            self._compile(board, tc, src, flags, out_dir / "tests" / (_safe_rel(src, name) + ".o"))
-            for src, name in [
-                (source, rel),
-                *((x, f"{rel}.extra/{_rel_to(x, cfg.root)}") for x in extra),
-            ]
-        ]
+        runtime = [self._compile(board, tc, src, flags) for src in board.toolchain.runtime]
+        objects = [self._compile(board, tc, src, flags) for src in (source, *extra)]
         cxx = any(p.suffix in CXX_SUFFIXES for p in (source, *extra, *cfg.sources))
-        exe = out_dir / "bin" / Path(rel).with_suffix("")
-        if board.kind == "baremetal":
-            exe = exe.with_name(exe.name + ".elf")
-        inputs = [*objects, *([archive] if archive else []), *self._prebuilt(board, cfg), *runtime]
+        name = Path(rel).stem + (".elf" if board.kind == "baremetal" else "")
+        inputs_ = [*objects, *([archive] if archive else []), *self._prebuilt(board, cfg), *runtime]
         script = self._linker_script(board)
         try:
-            artifact = self._link(board, tc, flags, inputs, exe, cxx, script)
+            artifact = self._link(board, tc, flags, inputs_, name, cxx, script)
         except BuildError as e:
             raise sizecheck.from_link_output(board, str(e), rel) or e from None
         sizecheck.check_elf(board, artifact.path, rel)
         return artifact
+
+    def summary(self) -> str:
+        return self.stats.summary(self.store.stats.damaged, self.store.stats.uncached)
+
+    def stop(self) -> None:
+        """Session end or interrupt: compilers still running are killed, none start."""
+        with self._lock:
+            self._closed = True
+            running = list(self._running)
+        for proc in running:
+            proc.kill()
+
+    def close(self, max_cache_size: int | None = None) -> None:
+        """After the last run: private artifacts dropped, the cache trimmed."""
+        self.stop()
+        self.store.close(max_cache_size)
 
     def _prebuilt(self, board: Board, cfg: DirConfig) -> list[Path]:
         """The directory's prebuilt objects and libraries for this board, checked to exist and
@@ -141,7 +173,7 @@ class Builder:
         return self._once(("pkg-config", board.name, cfg.path), ask)
 
     def _linker_script(self, board: Board) -> Path | None:
-        """The board's script with its [memory] figures filled in."""
+        """The board's script with its [memory] figures filled in, stored by its content."""
         template = board.toolchain.linker_script
         if template is None:
             return None
@@ -156,11 +188,18 @@ class Builder:
         text = template.read_text()
         for key, value in values.items():
             text = text.replace(f"@{key}@", value)
-        out = self.root / board.name / "link.ld"
-        if _read(out) != text:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            _write(out, text)
-        return out
+
+        def store() -> Path:
+            key = key_of("linker-script", text)
+            with self.store.lock(key):
+                entry = self.store.get(key)
+                if entry is None:
+                    staged = self.store.staging()
+                    (staged / "link.ld").write_text(text)
+                    entry = self.store.commit(staged, "link.ld", key)
+            return entry.path
+
+        return self._once(("ld", text), store)
 
     # -- library -------------------------------------------------------------
     def _once(self, key: object, fn: Callable[[], T]) -> T:
@@ -184,20 +223,9 @@ class Builder:
 
     def _build_library(self, board: Board, tc: ResolvedToolchain, cfg: DirConfig) -> Path:
         assert cfg.path is not None
-        cfg_id = hashlib.sha256(str(cfg.path).encode()).hexdigest()[:10]
-        lib_dir = self.root / board.name / "lib" / f"{cfg.root.name}-{cfg_id}"
+        flags = pkgconfig.merged(cfg.flags, self._pkg_flags(board, cfg))
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
-            futures = [
-                pool.submit(
-                    self._compile,
-                    board,
-                    tc,
-                    src,
-                    pkgconfig.merged(cfg.flags, self._pkg_flags(board, cfg)),
-                    lib_dir / "obj" / (_safe_rel(src, _rel_to(src, cfg.root)) + ".o"),
-                )
-                for src in cfg.sources
-            ]
+            futures = [pool.submit(self._compile, board, tc, src, flags) for src in cfg.sources]
             errors, objects = [], []
             for f in futures:
                 try:
@@ -209,27 +237,28 @@ class Builder:
                 f"the library declared in {cfg.path} failed to build "
                 f"({len(errors)} of {len(cfg.sources)} sources):\n" + "\n".join(errors)
             )
-        archive = lib_dir / "libundertest.a"
-        key = self._key(tc.identity, [str(o) for o in objects], [self._hash(o) for o in objects])
-        if _read(archive.with_suffix(".key")) == key and archive.exists():
-            return archive
-        tmp = archive.with_name(f".{archive.name}.{os.getpid()}.{threading.get_ident()}")
-        self._tool([*tc.ar, "rcs", str(tmp), *map(str, objects)], "archive")
-        os.replace(tmp, archive)
-        _write(archive.with_suffix(".key"), key)
-        return archive
+        key = key_of("archive", tc.identity, [self.store.digest(o) for o in objects])
+        with self.store.lock(key):
+            entry = self.store.get(key)
+            if entry is None:
+                staged = self.store.staging()
+                # q, not r: members with the same basename (a/util.o, b/util.o) all stay
+                self._tool([*tc.ar, "qcsD", str(staged / "libundertest.a"), *map(str, objects)], "archive")
+                entry = self.store.commit(staged, "libundertest.a", key)
+        return entry.path
 
     # -- compile and link ----------------------------------------------------
-    def _compile(self, board: Board, tc: ResolvedToolchain, src: Path, flags: BuildFlags, out: Path) -> Path:
-        return self._once(("obj", out), lambda: self._compile_now(board, tc, src, flags, out))
+    def _compile(self, board: Board, tc: ResolvedToolchain, src: Path, flags: BuildFlags) -> Path:
+        return self._once(("obj", board.name, src, flags), lambda: self._compile_now(board, tc, src, flags))
 
-    def _compile_now(self, board: Board, tc: ResolvedToolchain, src: Path, flags: BuildFlags, out: Path) -> Path:
+    def _compile_now(self, board: Board, tc: ResolvedToolchain, src: Path, flags: BuildFlags) -> Path:
         cxx = src.suffix in CXX_SUFFIXES
-        argv = [
-            *(tc.cxx if cxx else tc.cc),
-            *(board.toolchain.cxxflags if cxx else board.toolchain.cflags),
+        compiler = tc.cxx if cxx else tc.cc
+        board_flags = board.toolchain.cxxflags if cxx else board.toolchain.cflags
+        args = [
+            *board_flags,
             *(flags.cxxflags if cxx else flags.cflags),
-            *self._prefix_map,
+            *self._session_flags,
             f"-I{INCLUDE_DIR}",
             f"-I{src.parent}",
             *(f"-I{d}" for d in flags.include_dirs),
@@ -237,96 +266,174 @@ class Builder:
             "-c",
             str(src),
         ]
-        manifest = out.with_name(out.name + ".json")
-        key = self._key(tc.identity, argv, [self._hash(src)])
-        if out.exists() and self._manifest_valid(manifest, key):
-            self.stats.count("reused")
-            return out
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(f".{out.name}.{os.getpid()}.{threading.get_ident()}")
-        dep = tmp.with_name(tmp.name + ".d")
-        try:
-            self._tool([*argv, "-o", str(tmp), "-MMD", "-MF", str(dep)], "compile")
-            deps = _parse_depfile(dep.read_text(errors="replace"))
-        finally:
-            dep.unlink(missing_ok=True)
-        os.replace(tmp, out)
-        recorded = {str(p): self._hash(Path(p)) for p in deps if Path(p).is_file()}
-        _write(manifest, json.dumps({"key": key, "deps": recorded}))
-        self.stats.count("compiled")
-        return out
+        key = key_of("compile", tc.identity, self._names.args(args), self.store.digest(src))
+        name = src.name + ".o"
+
+        def compile_into(out: Path) -> list[str]:
+            depfile = out.with_name("deps.d")
+            self._tool([*compiler, *args, "-o", str(out), "-MD", "-MF", str(depfile)], "compile")
+            deps = [os.path.normpath(os.path.join(self.source_root, p)) for p in _depfile(depfile)]
+            depfile.unlink()
+            return deps
+
+        def keep(deps: list[str]) -> tuple[list[str], set[str]]:
+            search = inputs.search_dirs(args, self.source_root)
+            own = inputs.toolchain_include_dirs(compiler, tuple(board_flags), "c++" if cxx else "c")
+            candidates = inputs.shadow_candidates(deps, [*search, *own])
+            return [d for d in deps if inputs.under(d, search) or not inputs.under(d, own)], candidates
+
+        entry, reused = self._cached(key, name, compile_into, keep)
+        self.stats.count("reused" if reused else "compiled")
+        return entry.path
 
     def _link(
         self,
         board: Board,
         tc: ResolvedToolchain,
         flags: BuildFlags,
-        inputs: list[Path],
-        exe: Path,
+        objects: list[Path],
+        name: str,
         cxx: bool,
         script: Path | None,
     ) -> Artifact:
-        argv = [
-            *(tc.cxx if cxx else tc.cc),
-            *map(str, inputs),
+        compiler = tc.cxx if cxx else tc.cc
+        tail = [
             *board.toolchain.ldflags,
             *flags.ldflags,
             *([f"-T{script}"] if script else []),
             *(f"-l{lib}" for lib in (*flags.libs, *board.toolchain.libs)),
         ]
-        hashed = [*inputs, *([script] if script else [])]
-        key = self._key(tc.identity, argv, [self._hash(p) for p in hashed])
-        keyfile = exe.with_name(exe.name + ".key")
-        if exe.exists() and _read(keyfile) == key:
-            self.stats.count("link_reused")
-            return Artifact(exe, self._hash(exe))
-        exe.parent.mkdir(parents=True, exist_ok=True)
-        tmp = exe.with_name(f".{exe.name}.{os.getpid()}.{threading.get_ident()}")
-        self._tool([*argv, "-o", str(tmp)], "link")
-        os.replace(tmp, exe)
-        _write(keyfile, key)
-        self.stats.count("linked")
-        return Artifact(exe, self._hash(exe))
+        named = [*objects, *([script] if script else [])]
+        digests = {str(p): self.store.digest(p) for p in named}
+        key_args = [digests.get(a.removeprefix("-T"), a) for a in tail]
+        key = key_of("link", tc.identity, [digests[str(p)] for p in objects], self._names.args(key_args))
+
+        def link_into(out: Path) -> list[str]:
+            argv = [*compiler, *map(str, objects), *tail]
+            depfile = out.with_name("link.d")
+            if compiler not in self._no_depfile:
+                try:
+                    self._tool([*argv, f"-Wl,--dependency-file={depfile}", "-o", str(out)], "link")
+                except BuildError as e:
+                    if "dependency-file" not in str(e):
+                        raise
+                    self._no_depfile.add(compiler)
+            if compiler in self._no_depfile:
+                self._tool([*argv, "-o", str(out)], "link")
+            deps = [os.path.normpath(os.path.join(self.source_root, p)) for p in _depfile(depfile)]
+            depfile.unlink(missing_ok=True)
+            return [*deps, *inputs.named_files(tail, self.source_root)]
+
+        def keep(deps: list[str]) -> tuple[list[str], set[str]]:
+            own = inputs.toolchain_library_dirs(compiler, tuple(board.toolchain.ldflags))
+            user = [v for _, v in inputs.flag_values(tail, ("-L",))]
+            mine = [str(self.store.base)]  # inputs already in the key by digest
+            deps = [d for d in dict.fromkeys(deps) if not inputs.under(d, mine)]
+            kept = [d for d in deps if inputs.under(d, user) or not inputs.under(d, own)]
+            return kept, inputs.library_candidates(tail, self.source_root)
+
+        entry, reused = self._cached(key, name, link_into, keep)
+        self.stats.count("link_reused" if reused else "linked")
+        return Artifact(entry.path, entry.sha256)
+
+    def _cached(
+        self,
+        key: str,
+        name: str,
+        build: Callable[[Path], list[str]],
+        keep: Callable[[list[str]], tuple[list[str], set[str]]],
+    ) -> tuple[Entry, bool]:
+        """The entry for key's inputs as they are now, and whether it was reused.
+
+        A manifest under key lists the input sets seen before, each naming its result;
+        a set still holds when every file read has the same digest and every place that
+        would have shadowed one is still empty."""
+        with self.store.lock(key):
+            result = self.store.lookup(key, self._holds)
+            if result is not None:
+                found = self.store.get(result)
+                if found is not None:
+                    return found, True
+            staged = self.store.staging()
+            started = time.time_ns()
+            deps = build(staged / name)
+            kept, candidates = keep(deps)
+            record = self._record(kept, candidates, set(deps), started)
+            if record is None:
+                return self.store.keep_private(staged, name), False
+            record["key"] = key_of(key, record["deps"], record["misses"])
+            entry = self.store.commit(staged, name, record["key"])
+            self.store.record(key, record)
+            return entry, False
+
+    def _record(self, deps: list[str], candidates: set[str], read: set[str], started: int) -> dict | None:
+        """What a manifest keeps of one build, or None if an input changed while it ran."""
+        digests = {}
+        try:
+            for path in deps:
+                st = os.stat(path)
+                if max(st.st_mtime_ns, st.st_ctime_ns) >= started - TOO_NEW_NS:
+                    return None
+                digests[self._names.name(path)] = self.store.digest(Path(path))
+        except OSError:
+            return None  # read, then removed: nothing to vouch for
+        misses = []
+        for path in sorted(candidates - read):
+            try:
+                st = os.lstat(path)
+            except OSError:
+                misses.append(self._names.name(path))
+                continue
+            if max(st.st_mtime_ns, st.st_ctime_ns) >= started - TOO_NEW_NS:
+                return None  # appeared while building: the build may or may not have seen it
+        return {"deps": digests, "misses": misses}
+
+    def _holds(self, record: dict) -> bool:
+        for name, digest in record["deps"].items():
+            try:
+                if self.store.digest(Path(self._names.path(name))) != digest:
+                    return False
+            except OSError:
+                return False
+        return not any(self._listings.exists(self._names.path(m)) for m in record["misses"])
 
     def _tool(self, argv: list[str], what: str) -> None:
         with self._slots:
             try:
-                proc = subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL)
+                with self._lock:
+                    if self._closed:
+                        raise BuildError(f"{what} not started: the session is ending")
+                    proc = subprocess.Popen(
+                        argv,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.STDOUT,
+                        stdin=subprocess.DEVNULL,
+                        cwd=self.source_root,
+                    )
+                    self._running.add(proc)
             except OSError as e:
                 raise BuildError(f"{what} failed: cannot run {argv[0]}: {e.strerror}") from None
+            try:
+                output, _ = proc.communicate()
+            finally:
+                with self._lock:
+                    self._running.discard(proc)
         if proc.returncode != 0:
-            output = (proc.stdout + proc.stderr).decode(errors="replace").strip()
-            raise BuildError(f"{what} failed: {shlex.join(argv)}\n{output}")
+            text = output.decode(errors="replace").strip()
+            trouble = next((t for t in _DISK_TROUBLE if t in text), None)
+            if trouble:
+                raise CacheError(
+                    f"{what} could not write its output: {trouble}; free some space or point "
+                    f"ondevice_cache_dir elsewhere (cache: {self.store.root})\n{text}"
+                )
+            raise BuildError(f"{what} failed: {shlex.join(argv)}\n{text}")
 
-    # -- cache helpers -------------------------------------------------------
-    def _manifest_valid(self, manifest: Path, key: str) -> bool:
-        try:
-            data = json.loads(manifest.read_text())
-        except (OSError, ValueError):
-            return False
-        if data.get("key") != key:
-            return False
-        for path, digest in data.get("deps", {}).items():
-            p = Path(path)
-            if not p.is_file() or self._hash(p) != digest:
-                return False
-        return True
 
-    def _hash(self, path: Path) -> str:
-        st = path.stat()
-        memo = (str(path), st.st_mtime_ns, st.st_size)
-        digest = self._hashes.get(memo)
-        if digest is None:
-            h = hashlib.sha256()
-            with open(path, "rb") as f:
-                for block in iter(lambda: f.read(1 << 20), b""):
-                    h.update(block)
-            digest = self._hashes[memo] = h.hexdigest()
-        return digest
-
-    @staticmethod
-    def _key(identity: str, argv: list[str], digests: list[str]) -> str:
-        return hashlib.sha256(json.dumps([identity, argv, digests]).encode()).hexdigest()
+def _depfile(path: Path) -> list[str]:
+    try:
+        return inputs.parse_depfile(path.read_text(errors="replace"))
+    except OSError:
+        return []
 
 
 def _check_arch(path: Path, board: Board, where: str) -> None:
@@ -349,39 +456,3 @@ def _host_arch() -> str:
 
 def _rel_to(path: Path, root: Path) -> str:
     return os.path.relpath(path, root)
-
-
-def _safe_rel(path: Path, rel: str) -> str:
-    """Object names keep the source's relative path, so a/x.c and b/x.c never collide."""
-    parts = [("__up__" if p == ".." else p) for p in Path(rel).parts if p not in ("", ".", "/")]
-    return "/".join(parts) if parts else path.name
-
-
-_DEP_TOKEN = re.compile(r"(?:\\.|[^\s\\])+")
-
-
-def _parse_depfile(text: str) -> list[str]:
-    body = text.replace("\\\n", " ").replace("\\\r\n", " ")
-    deps: list[str] = []
-    for rule in body.splitlines():
-        _, sep, rhs = rule.partition(": ")
-        if not sep:
-            continue
-        for tok in _DEP_TOKEN.findall(rhs):
-            path = tok.replace("\\ ", " ").replace("\\#", "#").replace("$$", "$")
-            if path not in deps:
-                deps.append(path)
-    return deps
-
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text()
-    except OSError:
-        return None
-
-
-def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)

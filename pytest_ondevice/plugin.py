@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from . import bench, toolchain
+from . import bench, store, toolchain
 from .board import BoardRegistry
 from .items import BASELINE_KEY, DeviceInfrastructureError, OnDeviceFile
 from .runner import OnDeviceSession, Settings
@@ -89,7 +89,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("ondevice_board", "default board(s) when --board is not given", default="")
     parser.addini("ondevice_files", "glob patterns of C/C++ test sources", default=DEFAULT_FILES)
     parser.addini("ondevice_timeout", "default device timeout in seconds", default="")
-    parser.addini("ondevice_build_dir", "where builds and device logs go", default="")
+    parser.addini("ondevice_build_dir", "where device logs go (relative to the ini file)", default="")
+    parser.addini(
+        "ondevice_cache_dir",
+        "the build cache, shared by checkouts (default: $ONDEVICE_CACHE_DIR, else ~/.cache/pytest-ondevice)",
+        default="",
+    )
+    parser.addini("ondevice_cache_size", "trim the build cache to this size at session end (e.g. 5G)", default="5G")
     parser.addini("ondevice_retries", "extra attempts after a dropped device connection", default="1")
     parser.addini("ondevice_renode", "the renode executable (default: $RENODE, then renode on PATH)", default="")
     parser.addini("ondevice_ssh_config", "an ssh_config file to use instead of ~/.ssh/config", default="")
@@ -143,10 +149,15 @@ def pytest_configure(config: pytest.Config) -> None:
     except ConfigError as e:
         raise pytest.UsageError(str(e)) from None
     ini_timeout = config.getini("ondevice_timeout")
-    build_dir = config.getini("ondevice_build_dir")
+    try:
+        cache_size = store.parse_size(config.getini("ondevice_cache_size"))
+    except ValueError as e:
+        raise pytest.UsageError(f"ondevice_cache_size: {e}") from None
     settings = Settings(
         rootdir=config.rootpath,
-        build_root=Path(build_dir) if build_dir else config.rootpath / ".ondevice" / "build",
+        build_root=_ini_path(config, "ondevice_build_dir") or config.rootpath / ".ondevice" / "build",
+        cache_dir=_ini_path(config, "ondevice_cache_dir", "ONDEVICE_CACHE_DIR") or store.default_dir(),
+        cache_max_size=cache_size,
         jobs=config.getoption("build_jobs") or os.cpu_count() or 2,
         device=config.getoption("device"),
         cli_timeout=config.getoption("device_timeout"),
@@ -159,11 +170,24 @@ def pytest_configure(config: pytest.Config) -> None:
     live = None
     if config.getoption("device_log") == "live" or config.getoption("capture") == "no":
         live = _live_writer(config)
-    session = config.stash[SESSION_KEY] = OnDeviceSession(settings, reg, live)
+    try:
+        session = config.stash[SESSION_KEY] = OnDeviceSession(settings, reg, live)
+    except store.CacheError as e:
+        raise pytest.UsageError(str(e)) from None
     if _runs_tests_here(config):  # connect while pytest collects and checks the build cache
         session.connect([reg.get(name) for name in boards])
     config.addinivalue_line("markers", "ondevice: a C/C++ test case run on a device")
     config.addinivalue_line("markers", "bench: a C/C++ test case that measures latency (ONDEVICE_BENCH)")
+
+
+def _ini_path(config: pytest.Config, name: str, env: str | None = None) -> Path | None:
+    """A directory option: the environment wins, a relative ini value is relative to the ini
+    file (not to wherever pytest was started, which would make a second cache)."""
+    value = (os.environ.get(env) if env else None) or config.getini(name)
+    if not value:
+        return None
+    base = config.inipath.parent if config.inipath else config.rootpath
+    return (base / os.path.expanduser(value)).resolve()
 
 
 def _runs_tests_here(config: pytest.Config) -> bool:
@@ -250,7 +274,7 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
         if ondevice.pushed or ondevice.push_skipped:
             deploy = f"; {ondevice.pushed} pushed, {ondevice.push_skipped} already on the device"
         terminalreporter.write_line(
-            f"ondevice build: {stats.summary()}; {ondevice.runs} binaries run{deploy}; "
+            f"ondevice build: {ondevice.builder.summary()}; {ondevice.runs} binaries run{deploy}; "
             f"logs in {ondevice.settings.build_root}"
         )
 

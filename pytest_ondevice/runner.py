@@ -22,6 +22,7 @@ from .devlog import DeviceLog
 from .protocol import BinaryVerdicts, RunEnd, TestOutputParser
 from .schema import ConfigError
 from .sizecheck import SizeError
+from .store import CacheError
 from .transports import InfrastructureError, Transport
 from .transports import load as load_transport
 
@@ -64,6 +65,8 @@ class Settings:
     defines: tuple[str, ...] = ()  # for every compile this session
     retries: int = 1  # extra attempts after a dropped connection
     transport_options: dict = field(default_factory=dict)  # session-wide (ini) transport settings
+    cache_dir: Path | None = None  # the shared build cache (default: per user)
+    cache_max_size: int | None = None  # trimmed to this at session end
 
 
 class OnDeviceSession:
@@ -76,7 +79,9 @@ class OnDeviceSession:
         self.settings = settings
         self.registry = registry
         self.live = live
-        self.builder = Builder(settings.build_root, settings.jobs, settings.rootdir, settings.defines)
+        self.builder = Builder(
+            settings.build_root, settings.jobs, settings.rootdir, settings.defines, settings.cache_dir
+        )
         self._build_pool = ThreadPoolExecutor(max_workers=max(2, settings.jobs * 2))
         self._builds: dict[tuple[str, Path], Future] = {}
         self._runs: dict[tuple[str, Path], Future] = {}
@@ -182,6 +187,8 @@ class OnDeviceSession:
                     f"{spec.rel} declares data files, but {spec.board.name} is bare metal and has no "
                     "file system: embed the data in the binary (e.g. as a const array)"
                 )
+        except CacheError as e:  # the cache or build dir is unusable: not the code's fault
+            return BinaryResult(infra_error=str(e))
         except (BuildError, SizeError, toolchain.ToolchainError, ConfigError) as e:
             return BinaryResult(build_error=str(e))
         if self.settings.build_only:
@@ -260,6 +267,7 @@ class OnDeviceSession:
 
     def close(self) -> None:
         self.stopping.set()
+        self.builder.stop()  # compilers still running are killed, none start
         for transport in list(self._transports.values()):
             transport.stop.set()  # a run still going (run-ahead, Ctrl-C) ends now
         for pool in self._run_pools.values():
@@ -271,3 +279,4 @@ class OnDeviceSession:
         for transport in self._transports.values():
             transport.close()
         self._transports.clear()
+        self.builder.close(self.settings.cache_max_size)

@@ -23,6 +23,7 @@ class Project:
             f"""
             [pytest]
             ondevice_build_dir = {self.path / "_build"}
+            ondevice_cache_dir = {self.path / "_cache"}
             ondevice_boards = boards
             """
         )
