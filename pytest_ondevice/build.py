@@ -117,7 +117,7 @@ class Builder:
         runtime = [self._compile(board, tc, src, flags) for src in board.toolchain.runtime]
         objects = [self._compile(board, tc, src, flags) for src in (source, *extra)]
         cxx = any(p.suffix in CXX_SUFFIXES for p in (source, *extra, *cfg.sources))
-        name = Path(rel).stem + (".elf" if board.kind == "baremetal" else "")
+        name = Path(rel).name + ".elf"
         inputs_ = [*objects, *([archive] if archive else []), *self._prebuilt(board, cfg), *runtime]
         script = self._linker_script(board)
         try:
@@ -125,7 +125,22 @@ class Builder:
         except BuildError as e:
             raise sizecheck.from_link_output(board, str(e), rel) or e from None
         sizecheck.check_elf(board, artifact.path, rel)
+        self._publish(board, rel, artifact)
         return artifact
+
+    def _publish(self, board: Board, rel: str, artifact: Artifact) -> None:
+        """A link to the latest binary of a source for people (a debugger, a flasher), named
+        after the whole source name (a_test.c and a_test.cc never share one); runs use the
+        cache entry itself."""
+        link = self.root / board.name / "bin" / f"{rel}.elf"
+        tmp = link.with_name(f".{link.name}.{os.getpid()}.{threading.get_ident()}")
+        try:
+            link.parent.mkdir(parents=True, exist_ok=True)
+            tmp.unlink(missing_ok=True)
+            tmp.symlink_to(artifact.path)
+            os.replace(tmp, link)
+        except OSError as e:
+            raise unusable(self.root, e, "build dir") from None
 
     def summary(self) -> str:
         return self.stats.summary(self.store.stats.damaged, self.store.stats.uncached)

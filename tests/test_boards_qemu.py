@@ -28,8 +28,7 @@ def test_examples_pass_built_for_the_right_architecture(project, board, device, 
     result = project.run(*args, board=board)
     result.assert_outcomes(passed=8)
     result.stdout.fnmatch_lines([f"*depthwise_conv_test.c::SimpleTestQuantized[[]{board}[]] PASSED*"])
-    bins = sorted((project.path / "_build" / board / "bin").rglob("*_test*"))
-    bins = [b for b in bins if not b.name.endswith(".key")]
+    bins = sorted((project.path / "_build" / board / "bin").rglob("*_test*.elf"))
     assert len(bins) == 2
     for binary in bins:
         info = read(binary)
@@ -234,7 +233,7 @@ def test_clang_is_the_fallback_when_the_gnu_triple_is_missing(project):
     project.copy_examples()
     result = project.run("examples", "--device=qemu", board="rpi-clang")
     result.assert_outcomes(passed=8)
-    binary = next((project.path / "_build" / "rpi-clang" / "bin").rglob("fully_connected_test"))
+    binary = next((project.path / "_build" / "rpi-clang" / "bin").rglob("fully_connected_test.cc.elf"))
     info = read(binary)
     assert info.arch == "aarch64"
     assert b"clang version" in binary.read_bytes()  # .comment names the compiler
@@ -251,7 +250,7 @@ def test_zig_cross_compiles_when_no_gnu_toolchain_is_installed(project):
     result = project.run("--device=qemu", board="rpi-zig")
     result.assert_outcomes(passed=1, failed=2)
     result.stdout.fnmatch_lines(["*crashed: killed by SIGSEGV while this case was running*"])
-    binary = next((project.path / "_build" / "rpi-zig" / "bin").rglob("fault_test"))
+    binary = next((project.path / "_build" / "rpi-zig" / "bin").rglob("fault_test.c.elf"))
     assert read(binary).arch == "aarch64"
 
 
@@ -269,7 +268,7 @@ def test_output_through_the_usart_instead_of_semihosting(project):
     project.copy_examples()
     result = project.run("examples", board="bluepill-qemu-uart")
     result.assert_outcomes(passed=8)
-    binary = next((project.path / "_build" / "bluepill-qemu-uart" / "bin").rglob("fully_connected_test.elf"))
+    binary = next((project.path / "_build" / "bluepill-qemu-uart" / "bin").rglob("fully_connected_test.cc.elf"))
     assert b"uart_init" in binary.read_bytes()  # the UART piece is linked, not semihosting output
 
 

@@ -13,6 +13,7 @@ import select
 import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -98,14 +99,23 @@ def _signal_name(num: int) -> str:
         return f"signal {num}"
 
 
-def stage_data(artifact: Path, data: Sequence[Path]) -> Path:
-    """A run directory beside the binary holding links to its data files (the run's cwd)."""
-    if not data:
-        return artifact.parent
-    run_dir = artifact.with_name(artifact.name + ".run")
-    if run_dir.exists():
-        shutil.rmtree(run_dir)
-    run_dir.mkdir(parents=True)
-    for path in data:
-        (run_dir / path.name).symlink_to(path.resolve())
-    return run_dir
+class RunDirs:
+    """Private working directories for local runs (a binary's cwd, holding links to its data
+    files), removed at close: never inside the build cache, whose entries are shared by
+    sessions and never written."""
+
+    def __init__(self) -> None:
+        self._root: Path | None = None
+
+    def make(self, data: Sequence[Path]) -> Path:
+        if self._root is None:
+            self._root = Path(tempfile.mkdtemp(prefix="ondevice-run-"))
+        run_dir = Path(tempfile.mkdtemp(dir=self._root))
+        for path in data:
+            (run_dir / path.name).symlink_to(path.resolve())
+        return run_dir
+
+    def close(self) -> None:
+        if self._root is not None:
+            shutil.rmtree(self._root, ignore_errors=True)
+            self._root = None

@@ -4,18 +4,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from pytest_ondevice.protocol import RunEnd
 
 from . import Deployed, OnBytes, Transport
-from ._proc import run_streaming, stage_data
+from ._proc import RunDirs, run_streaming
 
 
 class LocalTransport(Transport):
     name = "local"
 
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self._run_dirs = RunDirs()
+
     def deploy(self, artifact: Path, sha256: str, data: Sequence[Path] = ()) -> Deployed:
-        return Deployed(str(artifact), sha256, pushed=None, cwd=str(stage_data(artifact, data)))
+        return Deployed(str(artifact), sha256, pushed=None, cwd=str(self._run_dirs.make(data)))
+
+    def close(self) -> None:
+        self._run_dirs.close()
 
     def run(self, deployed: Deployed, args: list[str], timeout: float, on_bytes: OnBytes) -> RunEnd:
         return run_streaming([deployed.path, *args], timeout, on_bytes, cwd=Path(deployed.cwd or "."), stop=self.stop)

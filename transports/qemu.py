@@ -11,11 +11,12 @@ from __future__ import annotations
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from pytest_ondevice.protocol import RunEnd
 
 from . import Deployed, InfrastructureError, OnBytes, Transport
-from ._proc import run_streaming, stage_data
+from ._proc import RunDirs, run_streaming
 
 INSTALL_HINT = "install QEMU: apt-get install qemu-system-arm qemu-user (or run scripts/setup.sh)"
 
@@ -38,8 +39,15 @@ class _LocalFileTransport(Transport):
         path = shutil.which(binary)
         return f"found: {binary}" if path else f"missing: {binary} ({INSTALL_HINT})"
 
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self._run_dirs = RunDirs()
+
     def deploy(self, artifact: Path, sha256: str, data: Sequence[Path] = ()) -> Deployed:
-        return Deployed(str(artifact), sha256, pushed=None, cwd=str(stage_data(artifact, data)))
+        return Deployed(str(artifact), sha256, pushed=None, cwd=str(self._run_dirs.make(data)))
+
+    def close(self) -> None:
+        self._run_dirs.close()
 
 
 class QemuSystemTransport(_LocalFileTransport):
