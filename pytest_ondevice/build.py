@@ -26,7 +26,7 @@ from typing import TypeVar
 from . import elf, inputs, pkgconfig, sizecheck
 from .board import Board
 from .dirconfig import BuildFlags, DirConfig
-from .store import CacheError, Entry, Store, key_of, unusable
+from .store import CacheError, Entry, Store, checkpoint, key_of, unusable
 from .toolchain import ResolvedToolchain
 
 T = TypeVar("T")
@@ -138,6 +138,7 @@ class Builder:
             link.parent.mkdir(parents=True, exist_ok=True)
             tmp.unlink(missing_ok=True)
             tmp.symlink_to(artifact.path)
+            checkpoint("link-published")
             os.replace(tmp, link)
         except OSError as e:
             raise unusable(self.root, e, "build dir") from None
@@ -372,6 +373,7 @@ class Builder:
             staged = self.store.staging()
             started = time.time_ns()
             deps = build(staged / name)
+            checkpoint("artifact-built")
             kept, candidates = keep(deps)
             record = self._record(kept, candidates, set(deps), started)
             if record is None:

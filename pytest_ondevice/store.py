@@ -29,6 +29,8 @@ LAYOUT = "v1"  # bump when the meaning of a key changes
 MANIFEST_RESULTS = 16  # input sets remembered per manifest (ccache keeps a few too)
 DEFAULT_MAX_SIZE = 5 << 30
 _KILL_ENV = "ONDEVICE_TEST_KILL_AT"  # tests: die with SIGKILL at this write point
+# every point where a build writes something a later run reads, in the order they happen
+WRITE_POINTS = ("artifact-built", "meta-written", "entry-renamed", "manifest-written", "link-published")
 
 
 class CacheError(Exception):

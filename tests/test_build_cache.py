@@ -1,0 +1,426 @@
+"""The build cache never hands back a stale or foreign artifact: each test is a way it once did."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from conftest import QUIET, build_report
+
+from pytest_ondevice import build, store
+
+CHECK_VALUE = """
+    #include "micro_test.h"
+    #include "cfg.h"
+    TF_LITE_MICRO_TESTS_BEGIN
+    TF_LITE_MICRO_TEST(ValueIsOne) {{ TF_LITE_MICRO_EXPECT_EQ({expr}, 1); }}
+    TF_LITE_MICRO_TESTS_END
+"""
+
+
+def value_test(project, expr: str = "VALUE", name: str = "value_test.c") -> None:
+    project.write(name, CHECK_VALUE.format(expr=expr))
+
+
+def verdict(out: str) -> str:
+    """pytest's closing line of a run's output: "1 passed", "1 failed", ..."""
+    return out.strip().splitlines()[-1].strip("= ").split(" in ")[0]
+
+
+def outcome(result) -> str:
+    passed, failed = result.parseoutcomes().get("passed", 0), result.parseoutcomes().get("failed", 0)
+    return "passed" if passed and not failed else "failed" if failed and not passed else f"{passed}/{failed}"
+
+
+def test_a_new_header_that_shadows_the_old_one_rebuilds(project):
+    project.write("inc2/cfg.h", "#define VALUE 1\n")
+    project.write("inc1/.keep", "")
+    project.write("ondevice.toml", 'include_dirs = ["inc1", "inc2"]\n')
+    value_test(project)
+    project.run().assert_outcomes(passed=1)
+    project.write("inc1/cfg.h", "#define VALUE 2\n")  # found first from now on
+    result = project.run()
+    result.assert_outcomes(failed=1)
+    assert build_report(result)["compiled"] == 1
+    (project.path / "inc1" / "cfg.h").unlink()  # gone again: the first build is right again
+    project.run().assert_outcomes(passed=1)
+
+
+def test_a_header_in_a_subdirectory_shadowing_one_found_later_rebuilds(project):
+    project.write("b/cfg/sub.h", "#define VALUE 1\n")
+    project.write("a/cfg/.keep", "")
+    project.write("ondevice.toml", 'include_dirs = ["a", "b"]\n')
+    project.write("cfg.h", '#include "cfg/sub.h"\n')
+    value_test(project)
+    project.run().assert_outcomes(passed=1)
+    project.write("a/cfg/sub.h", "#define VALUE 3\n")
+    project.run().assert_outcomes(failed=1)
+
+
+def test_a_system_header_outside_the_toolchain_is_part_of_the_key(project):
+    sysdir = project.path / "third_party"
+    project.write("third_party/cfg.h", "#define VALUE 1\n")
+    project.write("ondevice.toml", f'cflags = ["-isystem", "{sysdir}"]\n')
+    value_test(project)
+    project.run().assert_outcomes(passed=1)
+    project.write("third_party/cfg.h", "#define VALUE 5\n")
+    project.run().assert_outcomes(failed=1)
+    project.write("third_party/cfg.h", "#define VALUE 1\n")  # reverted: the first object is right again
+    result = project.run()
+    result.assert_outcomes(passed=1)
+    assert build_report(result)["compiled"] == 0
+
+
+def _vendor_lib(project, value: int) -> None:
+    src = project.write("vendor/v.c", f"int vendor_value(void) {{ return {value}; }}\n")
+    obj = src.with_suffix(".o")
+    subprocess.run(["cc", "-c", str(src), "-o", str(obj)], check=True)
+    lib = project.path / "vendor" / "libv.a"
+    lib.unlink(missing_ok=True)
+    subprocess.run(["ar", "rcs", str(lib), str(obj)], check=True)
+
+
+def test_a_rebuilt_library_named_by_libs_relinks(project):
+    _vendor_lib(project, 1)
+    project.write("ondevice.toml", f'ldflags = ["-L{project.path / "vendor"}"]\nlibs = ["v"]\n')
+    project.write("cfg.h", "int vendor_value(void);\n#define VALUE vendor_value()\n")
+    value_test(project)
+    project.run().assert_outcomes(passed=1)
+    _vendor_lib(project, 2)
+    result = project.run()
+    result.assert_outcomes(failed=1)
+    assert build_report(result)["linked"] == 1
+
+
+def test_a_library_that_appears_earlier_on_the_library_path_relinks(project):
+    first, vendor = project.path / "first", project.path / "vendor"
+    project.write("ondevice.toml", f'ldflags = ["-L{first}", "-L{vendor}"]\nlibs = ["v"]\n')
+    (project.path / "first").mkdir()
+    _vendor_lib(project, 1)
+    project.write("cfg.h", "int vendor_value(void);\n#define VALUE vendor_value()\n")
+    value_test(project)
+    project.run().assert_outcomes(passed=1)
+    _vendor_lib(project, 7)
+    shutil.move(project.path / "vendor" / "libv.a", project.path / "first" / "libv.a")
+    _vendor_lib(project, 1)  # the old one is still there, but no longer the one found
+    project.run().assert_outcomes(failed=1)
+
+
+def test_a_linker_input_named_in_ldflags_is_part_of_the_key(project):
+    _vendor_lib(project, 1)  # leaves vendor/v.o beside the archive
+    project.write("ondevice.toml", 'ldflags = ["vendor/v.o"]\n')
+    project.write("cfg.h", "int vendor_value(void);\n#define VALUE vendor_value()\n")
+    value_test(project)
+    project.run().assert_outcomes(passed=1)
+    _vendor_lib(project, 2)
+    project.run().assert_outcomes(failed=1)
+
+
+def test_our_header_is_keyed_by_content_not_by_where_the_plugin_is_installed(project, monkeypatch, tmp_path):
+    project.write("cfg.h", "#define VALUE 1\n")
+    value_test(project)
+    project.run().assert_outcomes(passed=1)
+    other = tmp_path / "elsewhere" / "site-packages" / "pytest_ondevice" / "include"
+    shutil.copytree(build.INCLUDE_DIR, other)
+    monkeypatch.setattr(build, "INCLUDE_DIR", other)  # the same plugin, installed in another venv
+    result = project.run()
+    result.assert_outcomes(passed=1)
+    assert build_report(result) == {"compiled": 0, "reused": 2, "linked": 0, "link_reused": 1}
+    (other / "micro_test.h").write_text((other / "micro_test.h").read_text() + "\n#define ONDEVICE_EDITED 1\n")
+    assert build_report(project.run())["compiled"] == 1  # its content is in the key (the test includes it)
+
+
+def test_a_c_and_a_cc_source_of_the_same_name_keep_their_own_binaries(project):
+    value_test(project, "1", "twin_test.c")
+    project.write(
+        "twin_test.cc",
+        """
+        #include "micro_test.h"
+        TF_LITE_MICRO_TESTS_BEGIN
+        TF_LITE_MICRO_TEST(CcFails) { TF_LITE_MICRO_EXPECT_EQ(2, 1); }
+        TF_LITE_MICRO_TESTS_END
+        """,
+    )
+    project.write("cfg.h", "\n")
+    for _ in range(3):
+        result = project.run("-v")
+        result.assert_outcomes(passed=1, failed=1)
+        result.stdout.fnmatch_lines(["*twin_test.c::ValueIsOne*PASSED*", "*twin_test.cc::CcFails*FAILED*"])
+    links = sorted(p.name for p in (project.path / "_build" / "host" / "bin").iterdir())
+    assert links == ["twin_test.c.elf", "twin_test.cc.elf"]
+
+
+@pytest.mark.parametrize("what", ["value_test.c.o", "libundertest.a", "value_test.c.elf"])
+def test_a_damaged_entry_is_rebuilt_and_said_so(project, what):
+    project.write("lib/v.c", "int v(void) { return 1; }\n")
+    project.write("ondevice.toml", 'sources = ["lib/v.c"]\n')
+    project.write("cfg.h", "int v(void);\n#define VALUE v()\n")
+    value_test(project)
+    project.run().assert_outcomes(passed=1)
+    (entry,) = (project.path / "_cache").rglob(what)
+    os.chmod(entry, 0o644)
+    entry.write_bytes(entry.read_bytes()[: entry.stat().st_size // 2])  # disk trouble, an interrupted copy
+    result = project.run()
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["ondevice build: *; 1 damaged cache entry rebuilt;*"])
+    assert "Traceback" not in result.stdout.str()
+    again = project.run()
+    again.assert_outcomes(passed=1)
+    assert "damaged cache" not in next(x for x in again.outlines if x.startswith("ondevice build:"))
+
+
+SLOW_CC = """#!/bin/sh
+# compiles, then, when asked, dawdles so a test can edit a header "during" the compile
+cc "$@" || exit $?
+case " $* " in *value_test.c*)
+  if [ -f "{flag}" ]; then touch "{done}"; sleep 2; fi ;;
+esac
+"""
+
+
+def test_a_header_saved_while_its_includer_compiles_is_not_recorded_as_read(project, monkeypatch):
+    flag, done = project.path / "slow.flag", project.path / "compiled.flag"
+    wrapper = project.write("slowcc", SLOW_CC.format(flag=flag, done=done))
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("CC", str(wrapper))
+    project.write("cfg.h", "#define VALUE 2\n")
+    value_test(project)
+    flag.write_text("")
+    proc = _pytest_process(project.path)
+    deadline = time.monotonic() + 60
+    while not done.exists():
+        assert time.monotonic() < deadline and proc.poll() is None, "the compile never happened"
+        time.sleep(0.02)
+    project.write("cfg.h", "#define VALUE 1\n")  # saved after the compiler read it
+    out, _ = proc.communicate(timeout=120)
+    assert "1 failed" in out  # this run was built from what the compiler read
+    flag.unlink()
+    result = project.run()
+    result.assert_outcomes(passed=1)  # the edit is seen: the old object was never recorded as its result
+    assert build_report(result)["compiled"] == 1
+
+
+def _pytest_process(cwd: Path, *args: str, env: dict | None = None) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "pytest", "--board=host", "-p", "no:cacheprovider", *QUIET, *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+
+
+GOOD, BUGGY = "int v(void) { return 1; }\n", "int v(void) { return 2; }\n"
+
+
+def _library_project(project, source: str) -> None:
+    project.write("lib/v.c", source)
+    project.write("ondevice.toml", 'sources = ["lib/v.c"]\n')
+    project.write("cfg.h", "int v(void);\n#define VALUE v()\n")
+    value_test(project)
+
+
+@pytest.mark.parametrize("point", store.WRITE_POINTS)
+def test_a_kill_at_any_write_point_never_pairs_an_artifact_with_other_inputs(project, point):
+    _library_project(project, GOOD)
+    project.run().assert_outcomes(passed=1)
+    project.write("lib/v.c", BUGGY)
+    killed = _pytest_process(project.path, env={**os.environ, "ONDEVICE_TEST_KILL_AT": point})
+    killed.communicate(timeout=120)
+    assert killed.returncode == -9, f"the run was not killed at {point}"
+    for source, expected in [(BUGGY, "failed"), (GOOD, "passed"), (BUGGY, "failed"), (GOOD, "passed")]:
+        project.write("lib/v.c", source)
+        assert outcome(project.run()) == expected, f"after a kill at {point}"
+
+
+def test_interrupted_builds_leave_nothing_behind(project):
+    _library_project(project, GOOD)
+    project.run().assert_outcomes(passed=1)
+    tmp = project.path / "_cache" / store.LAYOUT / "tmp"
+    stale = tmp / f"{os.uname().nodename}-{_dead_pid()}-abcdef"
+    stale.mkdir()
+    (stale / "half.o").write_bytes(b"\x7fELF")
+    project.run().assert_outcomes(passed=1)
+    assert not stale.exists()
+    assert list(tmp.iterdir()) == []  # and the run left none of its own
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def test_two_checkouts_sharing_a_cache_at_once_each_run_their_own_binary(project, tmp_path):
+    _library_project(project, GOOD)
+    other = tmp_path / "other-checkout"
+    shutil.copytree(project.path, other)
+    (other / "lib" / "v.c").write_text(BUGGY)
+    for _ in range(3):
+        procs = [_pytest_process(project.path), _pytest_process(other)]
+        good, buggy = (p.communicate(timeout=180)[0] for p in procs)
+        assert verdict(good) == "1 passed", good
+        assert verdict(buggy) == "1 failed", buggy
+        for d in (project.path / "lib", other / "lib"):  # touch, keep content: caches are by content
+            os.utime(d / "v.c")
+
+
+def test_a_second_checkout_compiles_nothing_and_gets_the_same_binary_bytes(project, tmp_path):
+    project.copy_examples()
+    first = project.run("examples")
+    first.assert_outcomes(passed=8)
+    other = tmp_path / "elsewhere" / "checkout"
+    shutil.copytree(project.path, other, ignore=shutil.ignore_patterns("_build"), symlinks=True)
+    _retarget(other, project.path / "_build", other / "_build")
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "--board=host", "-p", "no:cacheprovider", *QUIET, "examples"],
+        cwd=other,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    ).stdout
+    assert "8 passed" in out and "ondevice build: 0 compiled" in out, out
+    # with separate caches too: the same sources give the same bytes in any directory
+    _retarget(other, project.path / "_cache", other / "_cache")
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "--board=host", "-p", "no:cacheprovider", *QUIET, "examples"],
+        cwd=other,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    ).stdout
+    assert "8 passed" in out, out
+    mine = sorted((p.name, p.resolve().read_bytes()) for p in (project.path / "_build").rglob("*.elf"))
+    theirs = sorted((p.name, p.resolve().read_bytes()) for p in (other / "_build").rglob("*.elf"))
+    assert [n for n, _ in mine] == [n for n, _ in theirs] and len(mine) == 2
+    assert mine == theirs
+
+
+def _retarget(checkout: Path, old: Path, new: Path) -> None:
+    ini = checkout / "tox.ini"
+    ini.write_text(ini.read_text().replace(str(old), str(new)))
+
+
+def test_two_configurations_live_side_by_side(project):
+    project.copy_examples("gemm")
+    for _ in range(2):
+        for args in (["--bench-disable"], []):
+            project.run("examples/gemm", *args)
+    for args in (["--bench-disable"], []):
+        report = build_report(project.run("examples/gemm", *args))
+        assert report["compiled"] == 0 and report["linked"] == 0
+
+
+def test_one_project_run_twice_at_once_with_different_flags_gets_both_verdicts_right(project):
+    project.write(
+        "flag_test.c",
+        """
+        #include "micro_test.h"
+        TF_LITE_MICRO_TESTS_BEGIN
+        #ifdef ONDEVICE_BENCH_DISABLE
+        TF_LITE_MICRO_TEST(Flag) { TF_LITE_MICRO_EXPECT_EQ(1, 1); }
+        #else
+        TF_LITE_MICRO_TEST(Flag) { TF_LITE_MICRO_EXPECT_EQ(1, 2); }
+        #endif
+        TF_LITE_MICRO_TESTS_END
+        """,
+    )
+    for _ in range(3):
+        procs = [_pytest_process(project.path, "--bench-disable"), _pytest_process(project.path)]
+        disabled, plain = (p.communicate(timeout=180)[0] for p in procs)
+        assert verdict(disabled) == "1 passed", disabled
+        assert verdict(plain) == "1 failed", plain
+
+
+def test_an_unusable_build_dir_is_one_clear_error(project):
+    project.write("cfg.h", "#define VALUE 1\n")
+    value_test(project)
+    project.write("not-a-dir", "")
+    project.pytester.makeini(
+        f"""
+        [pytest]
+        ondevice_build_dir = {project.path / "not-a-dir" / "build"}
+        ondevice_cache_dir = {project.path / "_cache"}
+        """
+    )
+    result = project.run()
+    assert result.ret != 0
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    result.stderr.fnmatch_lines(
+        ["*the build dir */not-a-dir/build cannot be used: Not a directory*ondevice_build_dir*"]
+    )
+
+
+def test_a_relative_build_dir_is_relative_to_the_ini_file_from_any_subdirectory(project):
+    project.write("sub/cfg.h", "#define VALUE 1\n")
+    value_test(project, name="sub/value_test.c")
+    project.pytester.makeini(
+        f"""
+        [pytest]
+        ondevice_build_dir = out
+        ondevice_cache_dir = {project.path / "_cache"}
+        """
+    )
+    project.run().assert_outcomes(passed=1)
+    os.chdir(project.path / "sub")
+    project.run().assert_outcomes(passed=1)
+    assert not (project.path / "sub" / "out").exists()
+    assert (project.path / "out" / "host" / "logs").is_dir()
+
+
+def _can_mount() -> bool:
+    return os.geteuid() == 0 and shutil.which("mount") is not None
+
+
+@pytest.mark.skipif(not _can_mount(), reason="needs root to mount a small tmpfs (CI runs as root)")
+def test_a_full_cache_disk_is_an_error_naming_the_cause_never_a_failure(project, tmp_path):
+    full = tmp_path / "full"
+    full.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=96k", "tmpfs", str(full)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.fail(f"could not mount a tmpfs: {mounted.stderr.decode()}")
+    try:
+        project.copy_examples()
+        project.pytester.makeini(
+            f"""
+            [pytest]
+            ondevice_build_dir = {project.path / "_build"}
+            ondevice_cache_dir = {full}
+            """
+        )
+        result = project.run("examples")
+        outcomes = result.parseoutcomes()
+        assert "failed" not in outcomes and outcomes.get("errors", outcomes.get("error")) == 8, outcomes
+        result.stdout.fnmatch_lines(["*No space left on device*"])
+        assert "Traceback" not in result.stdout.str()
+    finally:
+        subprocess.run(["umount", str(full)], check=False)
+
+
+def test_concurrent_builders_of_the_same_inputs_build_once(project, tmp_path):
+    project.copy_examples()
+    results: list[str] = []
+
+    def run() -> None:
+        proc = _pytest_process(project.path, "examples")
+        results.append(proc.communicate(timeout=300)[0])
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    compiled = []
+    for out in results:
+        assert "8 passed" in out, out
+        line = next(x for x in out.splitlines() if x.startswith("ondevice build:"))
+        compiled.append(int(line.split()[2]))
+    assert sum(compiled) == 6  # each object compiled by one of the two; the other waited and reused it
