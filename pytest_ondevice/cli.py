@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 from pathlib import Path
 
+from . import store
 from .board import BoardRegistry
 from .schema import ConfigError
 from .toolchain import ToolchainError, resolve
@@ -41,6 +43,36 @@ def print_boards(registry: BoardRegistry, out=sys.stdout) -> int:
     return status
 
 
+def cache_command(action: str, where: Path | None, out=sys.stdout) -> int:
+    """ccache -s / -C for our cache: what it holds, how often it served, or empty it."""
+    path = where or Path(os.environ.get("ONDEVICE_CACHE_DIR") or store.default_dir())
+    try:
+        cache = store.Store(path)
+    except store.CacheError as e:
+        print(e, file=sys.stderr)
+        return 1
+    if action == "clean":
+        count, size = cache.usage()
+        cache.clear()
+        print(f"removed {count} entries ({_mib(size)}) from {path}", file=out)
+        return 0
+    count, size = cache.usage()
+    totals = cache.totals()
+    hits, misses = totals.get("hits", 0), totals.get("misses", 0)
+    rate = f" ({100 * hits / (hits + misses):.1f} % hits)" if hits + misses else ""
+    print(f"cache directory   {path}", file=out)
+    print(f"entries           {count} (objects, archives, linker scripts, binaries)", file=out)
+    print(f"size              {_mib(size)}", file=out)
+    print(f"hits / misses     {hits} / {misses}{rate}", file=out)
+    print(f"damaged, rebuilt  {totals.get('damaged', 0)}", file=out)
+    print(f"not stored        {totals.get('uncached', 0)} (an input changed while it was built)", file=out)
+    return 0
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):.1f} MiB"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pytest-ondevice", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -52,9 +84,19 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="also look for board files here (like the ondevice_boards ini option)",
     )
+    cache = sub.add_parser("cache", help="the shared build cache: stats, or clean it")
+    cache.add_argument("action", choices=("stats", "clean"))
+    cache.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        help="the cache to look at (default: $ONDEVICE_CACHE_DIR, else ~/.cache/pytest-ondevice)",
+    )
     args = parser.parse_args(argv)
     if args.command == "boards":
         return print_boards(BoardRegistry(args.boards_dir))
+    if args.command == "cache":
+        return cache_command(args.action, args.cache_dir)
     return 2  # pragma: no cover
 
 

@@ -121,6 +121,7 @@ class Store:
             os.utime(where)  # least recently used goes first when trimming
         with self._lock:
             self._used.add(key)
+        self.stats.count("hits")
         return Entry(path, digest)
 
     def staging(self) -> Path:
@@ -137,6 +138,7 @@ class Store:
     def commit(self, staged: Path, name: str, key: str) -> Entry:
         """Move a staged artifact into place under key in one rename; the digest goes with it."""
         artifact = staged / name
+        self.stats.count("misses")
         try:
             digest = self.digest(artifact)
             _write_atomic(staged / "meta.json", json.dumps({"name": name, "sha256": digest}))
@@ -165,6 +167,7 @@ class Store:
 
     def keep_private(self, staged: Path, name: str) -> Entry:
         """An artifact built from inputs that changed meanwhile: used this session, never stored."""
+        self.stats.count("misses")
         self.stats.count("uncached")
         return Entry(staged / name, self.digest(staged / name))
 
@@ -253,9 +256,27 @@ class Store:
             staged, self._staging = self._staging, []
         for path in staged:
             _remove(path)
-        if max_size is not None:
-            with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, CacheError):
+            self._add_to_totals()
+            if max_size is not None:
                 self.trim(max_size)
+
+    def totals(self) -> dict[str, int]:
+        """Counts over every session that used this cache (`pytest-ondevice cache stats`)."""
+        try:
+            return json.loads((self.base / "stats.json").read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def _add_to_totals(self) -> None:
+        mine = {k: getattr(self.stats, k) for k in ("hits", "misses", "damaged", "uncached")}
+        if not any(mine.values()):
+            return
+        with self.lock("stats"):
+            totals = self.totals()
+            for name, n in mine.items():
+                totals[name] = totals.get(name, 0) + n
+            _write_atomic(self.base / "stats.json", json.dumps(totals), staging=self.base / "tmp")
 
     def usage(self) -> tuple[int, int]:
         """(entries, bytes) in the store."""
@@ -288,9 +309,15 @@ class Store:
         return removed
 
     def clear(self) -> None:
-        for sub in ("entries", "manifests", "locks"):
-            _remove(self.base / sub)
+        """Everything but what live sessions are building (their staging dirs)."""
+        for sub in ("entries", "manifests"):
+            grave = self.base / "tmp" / f"{self._tag}{os.urandom(6).hex()}"
+            with contextlib.suppress(OSError):
+                os.rename(self.base / sub, grave)  # out of sight at once, then removed
+                _remove(grave)
             (self.base / sub).mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):
+            (self.base / "stats.json").unlink()
         self.sweep()
 
     # -- paths ----------------------------------------------------------------

@@ -424,3 +424,20 @@ def test_concurrent_builders_of_the_same_inputs_build_once(project, tmp_path):
         line = next(x for x in out.splitlines() if x.startswith("ondevice build:"))
         compiled.append(int(line.split()[2]))
     assert sum(compiled) == 6  # each object compiled by one of the two; the other waited and reused it
+
+
+def test_cache_stats_and_clean(project, capsys):
+    from pytest_ondevice.cli import main
+
+    project.copy_examples()
+    project.run("examples").assert_outcomes(passed=8)
+    project.run("examples").assert_outcomes(passed=8)
+    cache = str(project.path / "_cache")
+    assert main(["cache", "stats", "--cache-dir", cache]) == 0
+    out = capsys.readouterr().out
+    # 6 compiles, 1 archive, 2 links the first time; all of them served the second time
+    assert "hits / misses     9 / 9 (50.0 % hits)" in out, out
+    assert "entries           9 " in out, out
+    assert main(["cache", "clean", "--cache-dir", cache]) == 0
+    assert "removed 9 entries" in capsys.readouterr().out
+    assert build_report(project.run("examples"))["compiled"] == 6
