@@ -99,6 +99,9 @@ class Builder:
         self._running: set[subprocess.Popen] = set()
         self._closed = False
         self._no_depfile: set[tuple[str, ...]] = set()  # linkers without --dependency-file
+        self._requested: set[tuple] = set()
+        self._finished: set[tuple] = set()
+        self._current = ""
         try:
             root.mkdir(parents=True, exist_ok=True)
             ignore = root / ".gitignore"
@@ -265,7 +268,26 @@ class Builder:
 
     # -- compile and link ----------------------------------------------------
     def _compile(self, board: Board, tc: ResolvedToolchain, src: Path, flags: BuildFlags) -> Path:
-        return self._once(("obj", board.name, src, flags), lambda: self._compile_now(board, tc, src, flags))
+        key = ("obj", board.name, src, flags)
+        with self._lock:
+            self._requested.add(key)
+
+        def compile_now() -> Path:
+            with self._lock:
+                self._current = f"{board.name}: {src.name}"
+            try:
+                return self._compile_now(board, tc, src, flags)
+            finally:
+                with self._lock:
+                    self._finished.add(key)
+
+        return self._once(key, compile_now)
+
+    def progress(self) -> tuple[int, int, str]:
+        """(objects done, objects asked for so far, the one last started): for a long build's
+        progress line; the second figure grows while binaries are still being planned."""
+        with self._lock:
+            return len(self._finished), len(self._requested), self._current
 
     def _compile_now(self, board: Board, tc: ResolvedToolchain, src: Path, flags: BuildFlags) -> Path:
         cxx = src.suffix in CXX_SUFFIXES

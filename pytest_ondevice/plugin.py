@@ -9,6 +9,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -243,9 +244,45 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         spec = getattr(item, "spec", None)
         if spec is not None:
             specs[spec.key] = spec
+    if session.config.getoption("collectonly"):
+        return  # listing tests builds nothing
     ondevice.prebuild(list(specs.values()))
     if ondevice.live is None and _runs_tests_here(session.config):
         ondevice.run_ahead(list(specs.values()))  # live output stays in step with the items
+    tr = session.config.pluginmanager.get_plugin("terminalreporter")
+    if tr is not None and specs:
+        ondevice.wait_for_builds(BuildProgress(tr, ondevice.builder))
+
+
+class BuildProgress:
+    """On a terminal, one line rewritten in place (done of asked, current file); in a CI log,
+    a line when a long build starts and one when it ends; nothing for a warm rerun."""
+
+    QUIET_FOR = 2.0  # seconds: a build shorter than this shows nothing
+
+    def __init__(self, tr, builder) -> None:
+        self.tr = tr
+        self.builder = builder
+        self.started = time.monotonic()
+        self.shown = False
+
+    def __call__(self, finished: bool) -> None:
+        done, asked, current = self.builder.progress()
+        elapsed = time.monotonic() - self.started
+        if not self.shown and (finished or elapsed < self.QUIET_FOR):
+            return
+        if finished:
+            line = f"ondevice build: {asked} objects ready in {elapsed:.0f} s"
+            if self.tr.isatty():
+                self.tr.rewrite(line, erase=True)
+                self.tr.write_line("")
+            else:
+                self.tr.write_line(line)
+        elif self.tr.isatty():
+            self.tr.rewrite(f"ondevice build: {done} of {asked} objects ({current})"[:119], erase=True)
+        elif not self.shown:
+            self.tr.write_line(f"ondevice build: {asked - done} objects to build or check; {done} ready")
+        self.shown = True
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -100,6 +100,16 @@ class OnDeviceSession:
         """Start every build now, in parallel, so runs rarely wait for the compiler."""
         for spec in specs:
             self._build_future(spec)
+
+    def wait_for_builds(self, report: Callable[[bool], None], every: float = 0.25) -> None:
+        """Block until every started build is done, calling report(False) now and then and
+        report(True) at the end: a long cold build shows its progress, and its time is
+        spent here, not charged to the first test."""
+        futures = list(self._builds.values())
+        while not all(f.done() for f in futures):
+            wait(futures, timeout=every)
+            report(False)
+        report(True)
 
     def _build_future(self, spec: BinarySpec) -> Future:
         return self._started(self._builds, spec.key, lambda: self._build_pool.submit(self._build, spec))

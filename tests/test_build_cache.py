@@ -441,3 +441,28 @@ def test_cache_stats_and_clean(project, capsys):
     assert main(["cache", "clean", "--cache-dir", cache]) == 0
     assert "removed 9 entries" in capsys.readouterr().out
     assert build_report(project.run("examples"))["compiled"] == 6
+
+
+def test_listing_tests_builds_nothing(project):
+    project.copy_examples()
+    result = project.run("examples", "--collect-only", "-q")
+    assert result.ret == 0
+    assert not list((project.path / "_cache").rglob("*.o"))
+    assert not any(line.startswith("ondevice build") for line in result.outlines)
+
+
+def test_a_long_build_says_so_in_a_ci_log_and_is_not_charged_to_the_first_test(project, monkeypatch):
+    wrapper = project.write("slowcc", '#!/bin/sh\ncc "$@" || exit $?\nsleep 1\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("CC", str(wrapper))
+    project.copy_examples()
+    junit = project.path / "junit.xml"
+    result = project.run("examples", f"--junitxml={junit}")
+    result.assert_outcomes(passed=8)
+    result.stdout.fnmatch_lines(
+        ["ondevice build: * objects to build or check; * ready", "ondevice build: 6 objects ready in * s"]
+    )
+    import xml.etree.ElementTree as ET
+
+    times = [float(case.get("time")) for case in ET.parse(junit).iter("testcase")]
+    assert max(times) < 1.0, times  # six compiles of a second each went to the build, not to a test
