@@ -5,13 +5,23 @@ per case. `verdicts()` then combines what was printed with how the process
 ended, because neither alone is trustworthy: a pass string followed by a crash
 is not a pass, and a clean exit without a closing summary is not a pass either.
 The protocol is documented in docs/protocol.md.
+
+Text a test prints must never move a verdict to another case. Our header opens
+every run with a per-run nonce (`#ondevice nonce N`) and stamps its own case and
+summary markers with it; once a run has declared one, only stamped markers
+start or end a case or open the closing summary, and lookalike lines are log.
+Output without a nonce (TFLM's own headers) is parsed by its usual markers, and
+a start that the source does not explain (a case started more often than it is
+declared, or before its turn) fails the cases it may have confused.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from itertools import pairwise
 
 from .bench import BenchRecord, BenchRecordError, parse_record
 from .lines import BoundedLines
@@ -25,6 +35,7 @@ MAX_CASES = 10_000
 MAX_FAILURE_LINES = 40
 MAX_LINE_CHARS = 500
 
+_NONCE = re.compile(r"[0-9a-f]{8,32}$")
 _V1_START = re.compile(r"Testing (\S+)$")
 _V1_TALLY = re.compile(r"(\d+)/(\d+) tests passed$")
 _V1_FAILURE = re.compile(r" failed at .+:\d+(?: \(|$)|^FAIL: ")
@@ -67,7 +78,7 @@ class RunEnd:
 
 @dataclass
 class CaseRecord:
-    """What the device printed about one case."""
+    """What the device printed about one case (over every run of that name)."""
 
     name: str
     outcome: Outcome | None = None
@@ -75,6 +86,8 @@ class CaseRecord:
     skip_reason: str = ""
     log: BoundedLines = field(default_factory=lambda: BoundedLines(head=20, tail=80))
     dropped_failures: int = 0
+    starts: int = 0  # how often the device announced it: more than once is a duplicate or a forgery
+    failed_runs: int = 0  # of those starts, how many ended failed (for the tally)
 
     def add_failure(self, line: str) -> None:
         if len(self.failures) < MAX_FAILURE_LINES:
@@ -82,9 +95,26 @@ class CaseRecord:
         else:
             self.dropped_failures += 1
 
+    def finish(self, outcome: Outcome) -> None:
+        """End the running start of this case with outcome (a failure line makes it FAILED)."""
+        if self.failures:
+            outcome = Outcome.FAILED
+        if outcome is Outcome.FAILED and self.outcome is not Outcome.FAILED:
+            self.failed_runs += 1
+        self.outcome = outcome
+
     @property
     def failed(self) -> bool:
         return bool(self.failures) or self.outcome is Outcome.FAILED
+
+
+@dataclass(frozen=True)
+class Start:
+    """One case start as printed: which case, after which, and by which marker."""
+
+    name: str
+    before: str | None  # the case that was running (or last ended) when it started
+    style: str  # "v1", "v2" or "nonce"
 
 
 @dataclass
@@ -113,10 +143,14 @@ class TestOutputParser:
     def __init__(self) -> None:
         self.cases: dict[str, CaseRecord] = {}
         self.current: CaseRecord | None = None
+        self.last: CaseRecord | None = None  # the case that ended most recently
         self.magic: str | None = None  # PASS_MAGIC or FAIL_MAGIC when seen
         self.tally: tuple[int, int] | None = None  # v1 "N/M tests passed"
         self.v2_ran: int | None = None  # v2 "[==========] N tests ran."
         self.fault: str | None = None
+        self.nonce: str | None = None  # declared by our header's first line: only stamped markers count
+        self.in_summary = False  # nonce mode: after the stamped summary marker
+        self.starts: list[Start] = []
         self.extension_lines: list[str] = []
         self.benches: dict[str, list[BenchRecord]] = {}
         self.dropped_cases = 0
@@ -140,41 +174,79 @@ class TestOutputParser:
                 self.current.add_failure(line)
                 return
             self._in_failure_block = False
-        if "~~~" in stripped and (PASS_MAGIC in stripped or FAIL_MAGIC in stripped):
-            self._magic(stripped)
-            return
-        first = stripped[0]
-        if first == "[":
-            self._v2(stripped)
-        elif first == "T" and stripped.startswith("Testing "):
-            m = _V1_START.match(stripped)
-            if m:
-                self._start(m.group(1), closes_previous=True)
-                return
-        elif first == "#" and stripped.startswith(EXTENSION_PREFIX):
+        if stripped.startswith(EXTENSION_PREFIX):
             self._extension(stripped[len(EXTENSION_PREFIX) :])
+        elif self.nonce is None:
+            self._feed_marker(stripped)
+        elif self.in_summary:
+            self._feed_summary(stripped)
+        else:
+            self._feed_failure(stripped)
+
+    def _feed_marker(self, line: str) -> None:
+        """Output without a nonce: TFLM's own markers, the closing ones only between cases."""
+        running = self.current is not None and self.current.outcome is None
+        if "~~~" in line and (PASS_MAGIC in line or FAIL_MAGIC in line):
+            if not running:  # printed inside a case body, it is that case's log
+                self._magic(line)
             return
-        elif first.isdigit() and stripped.endswith("tests passed"):
-            m = _V1_TALLY.match(stripped)
+        first = line[0]
+        if first == "[":
+            self._v2(line, running)
+            return
+        if first == "T" and line.startswith("Testing "):
+            m = _V1_START.match(line)
             if m:
+                self._close_current()
+                self._start(m.group(1), "v1")
+                return
+        elif first.isdigit() and line.endswith("tests passed"):
+            m = _V1_TALLY.match(line)
+            if m:  # v1 has no end-of-case line: the tally ends the last case
                 self._close_current()
                 self.tally = (int(m.group(1)), int(m.group(2)))
                 return
-        if self.current is not None and self.current.outcome is None:
-            if _V1_FAILURE.search(stripped):
-                self.current.add_failure(stripped)
-            elif _V2_FAILURE.match(stripped):
-                self.current.add_failure(stripped)
-                self._in_failure_block = True
+        self._feed_failure(line)
+
+    def _feed_summary(self, line: str) -> None:
+        """Nonce mode, after the stamped summary marker: the closing lines."""
+        if PASS_MAGIC in line or FAIL_MAGIC in line:
+            self._magic(line)
+            return
+        m = _V1_TALLY.match(line) or _V2_SUMMARY.match(line)
+        if m is None:
+            return
+        if m.re is _V1_TALLY:
+            self.tally = (int(m.group(1)), int(m.group(2)))
+        else:
+            self.v2_ran = int(m.group(1))
+
+    def _feed_failure(self, line: str) -> None:
+        """A failure line belongs to the running case; between cases, to the one that just
+        ended: a case whose verdict line was printed early still fails by its own lines."""
+        if _V1_FAILURE.search(line):
+            block = False
+        elif _V2_FAILURE.match(line):
+            block = True
+        else:
+            return
+        owner = self.current if self.current is not None and self.current.outcome is None else None
+        if owner is not None:
+            owner.add_failure(line)
+            self._in_failure_block = block
+        elif self.last is not None:
+            self.last.add_failure(line)
+            self.last.finish(Outcome.FAILED)
 
     def _magic(self, line: str) -> None:
         self._close_current()
         self.magic = FAIL_MAGIC if FAIL_MAGIC in line else PASS_MAGIC
 
-    def _v2(self, line: str) -> None:
+    def _v2(self, line: str, running: bool) -> None:
         m = _V2_RUN.match(line)
         if m:
-            self._start(m.group(1), closes_previous=False)
+            self._fail_unfinished("no verdict: the next case started before this one ended")
+            self._start(m.group(1), "v2")
             return
         closing = self.v2_ran is not None
         for pattern, outcome in (
@@ -188,13 +260,19 @@ class TestOutputParser:
                     self._end(m.group(1), outcome)
                 return
         m = _V2_SUMMARY.match(line)
-        if m:
-            self._close_current()
+        if m and not running:  # inside a case body it is that case's log
             self.v2_ran = int(m.group(1))
+            return
+        self._feed_failure(line)
 
     def _extension(self, body: str) -> None:
         verb, _, rest = body.partition(" ")
-        if verb == "skip":
+        if verb == "nonce":
+            if self.nonce is None and not self.starts and _NONCE.match(rest.strip()):
+                self.nonce = rest.strip()
+        elif self.nonce is not None and verb == self.nonce:
+            self._stamped(rest)
+        elif verb == "skip":
             if self.current is not None and self.current.outcome is None:
                 self.current.skip_reason = rest.strip()[:MAX_LINE_CHARS] or "skipped on device"
         elif verb == "fault":
@@ -205,8 +283,25 @@ class TestOutputParser:
             self._bench(rest)
         elif verb == "exit":  # the runtime's exit status: the transport's to read (RunEnd)
             pass
-        elif len(self.extension_lines) < 1000:  # bench and future verbs, kept for later stages
+        elif len(self.extension_lines) < 1000:  # future verbs, kept for later stages
             self.extension_lines.append(body[:MAX_LINE_CHARS])
+
+    def _stamped(self, body: str) -> None:
+        """Our header's own markers: `case NAME`, `end NAME passed|failed|skipped`, `summary`."""
+        kind, _, rest = body.partition(" ")
+        if kind == "case" and rest and not self.in_summary:
+            self._fail_unfinished("no verdict: the next case started before this one ended")
+            self._start(rest.strip(), "nonce")
+        elif kind == "end":
+            name, _, outcome = rest.strip().rpartition(" ")
+            record = self.current
+            if record is not None and record.name == name and outcome in Outcome._value2member_map_:
+                if outcome == Outcome.SKIPPED and not record.skip_reason:
+                    record.skip_reason = "skipped on device"
+                self._finish_current(Outcome(outcome))
+        elif kind == "summary":
+            self._fail_unfinished("no verdict: the closing summary began while this case was running")
+            self.in_summary = True
 
     def _bench(self, body: str) -> None:
         """A latency record belongs to the running case; a broken one fails it, naming why."""
@@ -222,12 +317,10 @@ class TestOutputParser:
             records.append(record)
 
     # -- case bookkeeping ----------------------------------------------------
-    def _start(self, name: str, closes_previous: bool) -> None:
-        if closes_previous:
-            self._close_current()
-        elif self.current is not None and self.current.outcome is None:
-            self.current.add_failure("no verdict: the next case started before this one ended")
-            self.current.outcome = Outcome.FAILED
+    def _start(self, name: str, style: str) -> None:
+        before = self.current or self.last
+        if self.closed:  # a summary before this start was not the closing one
+            self.magic = self.tally = self.v2_ran = None
         record = self.cases.get(name)
         if record is None:
             if len(self.cases) >= MAX_CASES:
@@ -235,33 +328,45 @@ class TestOutputParser:
                 self.current = None
                 return
             record = self.cases[name] = CaseRecord(name)
+        if len(self.starts) < MAX_CASES:
+            self.starts.append(Start(name, before.name if before is not None else None, style))
+        record.starts += 1
         record.outcome = None
         self.current = record
         self._in_failure_block = False
 
     def _end(self, name: str, outcome: Outcome) -> None:
-        record = self.cases.get(name)
+        """A v2 verdict line ends the running case; about any other case it is log, except
+        that the case which just ended may still be failed by its own late verdict."""
+        record = self.current if self.current is not None and self.current.name == name else None
         if record is None:
+            if self.last is not None and self.last.name == name and outcome is Outcome.FAILED:
+                self.last.finish(Outcome.FAILED)
             return
         if outcome is Outcome.SKIPPED and not record.skip_reason:
             record.skip_reason = "skipped on device"
-        record.outcome = Outcome.FAILED if record.failures else outcome
         if outcome is Outcome.PASSED and record.failures:
             record.add_failure("the device printed [       OK ] after a failure")
-        if record is self.current:
-            self.current = None
+        self._finish_current(outcome)
+
+    def _finish_current(self, outcome: Outcome) -> None:
+        record = self.current
+        if record is not None:
+            record.finish(outcome)
+            self.last = record
+        self.current = None
         self._in_failure_block = False
+
+    def _fail_unfinished(self, reason: str) -> None:
+        if self.current is not None and self.current.outcome is None:
+            self.current.add_failure(reason)
+            self._finish_current(Outcome.FAILED)
 
     def _close_current(self) -> None:
         """v1 prints no per-case end line: a case ends when the next begins."""
         record = self.current
         if record is not None and record.outcome is None:
-            if record.failures:
-                record.outcome = Outcome.FAILED
-            elif record.skip_reason:
-                record.outcome = Outcome.SKIPPED
-            else:
-                record.outcome = Outcome.PASSED
+            self._finish_current(Outcome.SKIPPED if record.skip_reason else Outcome.PASSED)
         self.current = None
         self._in_failure_block = False
 
@@ -286,6 +391,9 @@ class TestOutputParser:
             for name, v in verdicts.items():
                 if v.outcome is not Outcome.FAILED:
                     verdicts[name] = Verdict(Outcome.FAILED, disagreement, None, v.log)
+        for name, reason in self._unattributable(expected).items():
+            v = verdicts[name]
+            verdicts[name] = Verdict(Outcome.FAILED, "\n".join(x for x in (reason, v.message) if x), v.location, v.log)
         if self.dropped_cases:
             problems.append(f"{self.dropped_cases} more cases were printed than the parser keeps")
 
@@ -309,6 +417,46 @@ class TestOutputParser:
                 )
         unknown = {n: v for n, v in verdicts.items() if n not in wanted}
         return BinaryVerdicts(cases, unknown, problems, self.benches)
+
+    def _unattributable(self, expected: list[str]) -> dict[str, str]:
+        """Cases whose output cannot be told from another's, with why.
+
+        A name started more often than the source declares it is a duplicate (stamped
+        markers, or as often as declared) or a start printed by a test; without a nonce,
+        a v1 start before its turn in source order is one too. A printed start also takes
+        the lines of the case that was running, so that case cannot be judged either."""
+        declared = Counter(expected)
+        order = {name: i for i, name in enumerate(dict.fromkeys(expected))}
+        reasons: dict[str, str] = {}
+        for name, record in self.cases.items():
+            if record.starts < 2:
+                continue
+            if self.nonce is not None or record.starts <= declared[name]:
+                reasons[name] = (
+                    f"case {name} ran {record.starts} times: more than one case in this file has "
+                    "this name, and their results cannot be told apart; give each a unique name"
+                )
+                continue
+            reasons[name] = (
+                f"case {name} was started {record.starts} times but is declared "
+                f"{declared[name] or 'not'} {'time' if declared[name] == 1 else 'times'}: "
+                f"a case may have printed 'Testing {name}', so this output cannot be attributed"
+            )
+            for s in self.starts:
+                if s.name == name and s.before not in (None, name):
+                    reasons.setdefault(s.before, _printed_start(name))
+        if self.nonce is None:
+            v1 = [s for s in self.starts if s.style == "v1" and s.name in order]
+            for s, nxt in pairwise(v1):
+                if order[s.name] > order[nxt.name]:
+                    reasons.setdefault(
+                        s.name,
+                        f"case {s.name} started before its turn in the source (before {nxt.name}): "
+                        f"a case may have printed 'Testing {s.name}', so this output cannot be attributed",
+                    )
+                    if s.before is not None:
+                        reasons.setdefault(s.before, _printed_start(s.name))
+        return {n: r for n, r in reasons.items() if n in self.cases}
 
     def _case_verdict(self, record: CaseRecord, running: bool, abnormal: str | None) -> Verdict:
         log = record.log.text()
@@ -340,24 +488,29 @@ class TestOutputParser:
                 return f"{PASS_MAGIC} was printed, but a case reported a failure"
         if self.magic == FAIL_MAGIC and end.exit_code == 0:
             return f"{FAIL_MAGIC} was printed, but the binary exited with code 0"
+        runs = sum(r.starts for r in self.cases.values())
         if self.tally is not None:
             passed, total = self.tally
-            parsed_pass = sum(v.outcome is not Outcome.FAILED for v in verdicts.values())
-            if total != len(verdicts) or passed != parsed_pass:
-                return (
-                    f"the device reports {passed}/{total} tests passed, but its output shows "
-                    f"{parsed_pass}/{len(verdicts)}"
-                )
+            parsed_pass = sum(r.starts - r.failed_runs for r in self.cases.values() if r.outcome is not None)
+            if total != runs or passed != parsed_pass:
+                return f"the device reports {passed}/{total} tests passed, but its output shows {parsed_pass}/{runs}"
             if self.magic is None:
                 return "the tally was printed without ~~~ALL TESTS PASSED~~~/~~~SOME TESTS FAILED~~~"
         if self.v2_ran is not None:
-            if self.v2_ran != len(verdicts):
-                return f"the device reports {self.v2_ran} tests ran, but its output shows {len(verdicts)}"
+            if self.v2_ran != runs:
+                return f"the device reports {self.v2_ran} tests ran, but its output shows {runs}"
             if not any_failed and self.magic != PASS_MAGIC:
                 return f"no case failed, but {PASS_MAGIC} was not printed"
             if any_failed and end.exit_code == 0:
                 return "a case failed, but the binary exited with code 0"
         return None
+
+
+def _printed_start(name: str) -> str:
+    return (
+        f"while this case was running, the output announced case {name} (did it print "
+        f"'Testing {name}'?): its later lines were charged to {name}, so this case cannot be judged"
+    )
 
 
 def _exit_note(end: RunEnd) -> str:

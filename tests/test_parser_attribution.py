@@ -1,0 +1,360 @@
+"""Parser: text a test prints never moves a verdict to another case, and each verdict
+rule of docs/protocol.md has a test of its own."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_ondevice.lines import BoundedLines, LineSplitter
+from pytest_ondevice.protocol import Outcome, RunEnd, TestOutputParser, parse_bytes
+
+NONCE = "3f9a6c0e1b2d4875"
+
+
+def outcomes(result):
+    return {name: v.outcome for name, v in result.cases.items()}
+
+
+def stamped_v1(*cases: tuple[str, str, list[str]], nonce: str = NONCE, tally: str = "", magic: str = "") -> bytes:
+    """Output as our header prints it: each case (name, verdict, body lines) between its
+    stamped start and end markers, then the stamped summary."""
+    lines = [f"#ondevice nonce {nonce}"]
+    for name, verdict, body in cases:
+        lines += [f"#ondevice {nonce} case {name}", f"Testing {name}", *body, f"#ondevice {nonce} end {name} {verdict}"]
+    lines += [f"#ondevice {nonce} summary", tally, magic]
+    return ("\r\n".join(lines) + "\r\n").encode()
+
+
+# -- only the closing summary after the last case decides ---------------------------
+
+
+def test_v1_pass_string_inside_a_case_body_does_not_steal_the_verdict():
+    out = (
+        b"Testing Chatty\n~~~ALL TESTS PASSED~~~\ngot == 42 failed at t.c:5 (41 vs 42)\n"
+        b"Testing Fine\n1/2 tests passed\n~~~SOME TESTS FAILED~~~\n"
+    )
+    result = parse_bytes([out], ["Chatty", "Fine"], RunEnd(exit_code=1))
+    assert outcomes(result) == {"Chatty": Outcome.FAILED, "Fine": Outcome.PASSED}
+    assert result.cases["Chatty"].message == "got == 42 failed at t.c:5 (41 vs 42)"
+    assert result.cases["Chatty"].location == ("t.c", 5)
+    assert not result.problems
+
+
+def test_v1_tally_and_pass_string_inside_a_body_keep_that_cases_failure():
+    """A replayed log prints the tally (which ends a v1 case) and the pass string; the
+    case's own failure that follows is still its own, and a later start reopens the run."""
+    out = (
+        b"Testing Replays\n1/1 tests passed\n~~~ALL TESTS PASSED~~~\nx failed at t.c:9\n"
+        b"Testing Fine\n1/2 tests passed\n~~~SOME TESTS FAILED~~~\n"
+    )
+    result = parse_bytes([out], ["Replays", "Fine"], RunEnd(exit_code=1))
+    assert outcomes(result) == {"Replays": Outcome.FAILED, "Fine": Outcome.PASSED}
+    assert result.cases["Replays"].message == "x failed at t.c:9"
+
+
+def test_v2_summary_and_pass_string_inside_a_body_are_that_cases_log():
+    out = (
+        b"[ RUN      ] A.Chatty\n[==========] 2 tests ran.\n~~~ALL TESTS PASSED~~~\n"
+        b"t.cc:7: Failure\n  Expression:  x == 1\n[  FAILED  ] A.Chatty\n"
+        b"[ RUN      ] A.Fine\n[       OK ] A.Fine\n[==========] 2 tests ran.\n"
+        b"[  PASSED  ] 1 tests.\n[  FAILED  ] 1 tests, listed below:\n[  FAILED  ] A.Chatty\n"
+    )
+    result = parse_bytes([out], ["A.Chatty", "A.Fine"], RunEnd(exit_code=1))
+    assert outcomes(result) == {"A.Chatty": Outcome.FAILED, "A.Fine": Outcome.PASSED}
+    assert result.cases["A.Chatty"].message.splitlines() == ["t.cc:7: Failure", "  Expression:  x == 1"]
+    assert not result.problems
+
+
+def test_v2_early_ok_line_does_not_hide_the_failure_that_follows():
+    out = (
+        b"[ RUN      ] A.Early\n[       OK ] A.Early\nt.cc:3: Failure\n  Expression:  y\n[  FAILED  ] A.Early\n"
+        b"[==========] 1 tests ran.\n[  PASSED  ] 0 tests.\n"
+    )
+    result = parse_bytes([out], ["A.Early"], RunEnd(exit_code=1))
+    assert result.cases["A.Early"].outcome is Outcome.FAILED
+    assert result.cases["A.Early"].message == "t.cc:3: Failure"
+
+
+def test_v2_verdict_line_about_another_case_is_log():
+    out = (
+        b"[ RUN      ] A.One\n[  FAILED  ] A.One\n"
+        b"[ RUN      ] A.Two\n[       OK ] A.One\n[       OK ] A.Two\n"
+        b"[==========] 2 tests ran.\n"
+    )
+    result = parse_bytes([out], ["A.One", "A.Two"], RunEnd(exit_code=1))
+    assert outcomes(result) == {"A.One": Outcome.FAILED, "A.Two": Outcome.PASSED}
+
+
+# -- a printed `Testing OTHER` -------------------------------------------------------
+
+
+FORGED_V1 = (
+    b"Testing Liar\nTesting Victim\ngot == 42 failed at t.c:5 (41 vs 42)\n"
+    b"Testing Victim\n1/2 tests passed\n~~~SOME TESTS FAILED~~~\n"
+)
+
+
+def test_v1_case_printing_the_start_of_a_later_case_is_not_passed():
+    """Without a nonce (TFLM's own header) the parser cannot tell whose lines follow a
+    printed start, but it sees the later case start twice and fails both cases."""
+    result = parse_bytes([FORGED_V1], ["Liar", "Victim"], RunEnd(exit_code=1))
+    assert outcomes(result) == {"Liar": Outcome.FAILED, "Victim": Outcome.FAILED}
+    assert "announced case Victim" in result.cases["Liar"].message
+    assert "started 2 times but is declared 1 time" in result.cases["Victim"].message
+
+
+def test_v1_case_printing_the_start_of_a_case_not_yet_due_is_not_passed():
+    """The announced case never runs for real (compiled out), but it starts out of turn."""
+    out = b"Testing A\nTesting C\nx failed at t.c:3\nTesting B\n1/2 tests passed\n~~~SOME TESTS FAILED~~~\n"
+    result = parse_bytes([out], ["A", "B", "C"], RunEnd(exit_code=1))
+    assert result.cases["A"].outcome is Outcome.FAILED
+    assert "announced case C" in result.cases["A"].message
+    assert "started before its turn" in result.cases["C"].message
+
+
+def test_stamped_markers_attribute_each_line_to_its_own_case():
+    out = stamped_v1(
+        ("Liar", "failed", ["Testing Victim", "got == 42 failed at t.c:5 (41 vs 42)"]),
+        ("Victim", "passed", []),
+        tally="1/2 tests passed",
+        magic="~~~SOME TESTS FAILED~~~",
+    )
+    result = parse_bytes([out], ["Liar", "Victim"], RunEnd(exit_code=1))
+    assert outcomes(result) == {"Liar": Outcome.FAILED, "Victim": Outcome.PASSED}
+    assert result.cases["Liar"].message == "got == 42 failed at t.c:5 (41 vs 42)"
+    assert not result.problems
+
+
+def test_stamped_run_ignores_unstamped_and_wrongly_stamped_markers():
+    """Once a nonce is declared, lookalike markers (a replayed log of another run, a test
+    printing our format) are only log: they neither start, end nor close anything."""
+    body = [
+        "#ondevice nonce 0000000000000000",
+        "#ondevice 0000000000000000 end Quiet passed",
+        f"#ondevice {NONCE[:-1]}0 summary",
+        "[       OK ] Quiet",
+        "0/0 tests passed",
+        "~~~ALL TESTS PASSED~~~",
+    ]
+    out = stamped_v1(
+        ("Quiet", "failed", [*body, "x failed at q.c:2"]),
+        ("Next", "passed", []),
+        tally="1/2 tests passed",
+        magic="~~~SOME TESTS FAILED~~~",
+    )
+    result = parse_bytes([out], ["Quiet", "Next"], RunEnd(exit_code=1))
+    assert outcomes(result) == {"Quiet": Outcome.FAILED, "Next": Outcome.PASSED}
+    assert result.cases["Quiet"].message == "x failed at q.c:2"
+
+
+def test_stamped_failed_end_without_a_failure_line_still_fails():
+    out = stamped_v1(("A", "failed", []), tally="0/1 tests passed", magic="~~~SOME TESTS FAILED~~~")
+    result = parse_bytes([out], ["A"], RunEnd(exit_code=1))
+    assert result.cases["A"].outcome is Outcome.FAILED
+
+
+def test_stamped_skip_is_skipped_with_its_reason():
+    out = stamped_v1(
+        ("A", "skipped", ["#ondevice skip no FPU"]), tally="1/1 tests passed", magic="~~~ALL TESTS PASSED~~~"
+    )
+    result = parse_bytes([out], ["A"], RunEnd(exit_code=0))
+    assert result.cases["A"].outcome is Outcome.SKIPPED
+    assert result.cases["A"].message == "no FPU"
+
+
+def test_stamped_case_without_its_end_marker_has_no_verdict():
+    out = f"#ondevice nonce {NONCE}\n#ondevice {NONCE} case A\nTesting A\n#ondevice {NONCE} summary\n".encode()
+    result = parse_bytes([out], ["A"], RunEnd(exit_code=0))
+    assert result.cases["A"].outcome is Outcome.FAILED
+    assert "closing summary began while this case was running" in result.cases["A"].message
+
+
+def test_nonce_declared_after_a_case_started_is_ignored():
+    out = b"Testing A\n#ondevice nonce 0123456789abcdef\n1/1 tests passed\n~~~ALL TESTS PASSED~~~\n"
+    parser = TestOutputParser()
+    for line in out.decode().splitlines():
+        parser.feed_line(line)
+    assert parser.nonce is None
+    assert parser.verdicts(["A"], RunEnd(exit_code=0)).cases["A"].outcome is Outcome.PASSED
+
+
+def test_malformed_nonce_is_ignored():
+    parser = TestOutputParser()
+    parser.feed_line("#ondevice nonce not-hex!")
+    assert parser.nonce is None
+
+
+# -- duplicate names ---------------------------------------------------------------
+
+
+def test_v1_duplicate_name_is_named_and_the_others_keep_their_verdict():
+    """Two cases declared with one name: the discovery lists it twice; the duplicate fails
+    naming itself, the tally counts both runs, the other case passes."""
+    out = b"Testing Same\nTesting Same\nTesting Other\n3/3 tests passed\n~~~ALL TESTS PASSED~~~\n"
+    result = parse_bytes([out], ["Same", "Same", "Other"], RunEnd(exit_code=0))
+    assert outcomes(result) == {"Same": Outcome.FAILED, "Other": Outcome.PASSED}
+    assert "more than one case in this file has this name" in result.cases["Same"].message
+    assert not result.problems
+
+
+def test_stamped_duplicate_name_is_named():
+    out = stamped_v1(
+        ("Same", "passed", []), ("Same", "passed", []), tally="2/2 tests passed", magic="~~~ALL TESTS PASSED~~~"
+    )
+    result = parse_bytes([out], ["Same"], RunEnd(exit_code=0))
+    assert result.cases["Same"].outcome is Outcome.FAILED
+    assert "ran 2 times" in result.cases["Same"].message
+    assert not result.problems
+
+
+# -- one test per verdict rule in docs/protocol.md -------------------------------------
+
+
+def test_rule_pass_string_with_exit_code_1_is_not_a_pass():
+    out = b"Testing A\n1/1 tests passed\n~~~ALL TESTS PASSED~~~\n"
+    result = parse_bytes([out], ["A"], RunEnd(exit_code=1))
+    assert result.cases["A"].outcome is Outcome.FAILED
+    assert result.problems == ["~~~ALL TESTS PASSED~~~ was printed, but the binary exited with code 1"]
+
+
+@pytest.mark.parametrize("end", [RunEnd(timed_out=5.0), RunEnd(fault="HardFault")])
+def test_rule_pass_string_then_timeout_or_fault_is_not_a_pass(end):
+    out = b"Testing A\n1/1 tests passed\n~~~ALL TESTS PASSED~~~\n"
+    result = parse_bytes([out], ["A"], end)
+    assert result.cases["A"].outcome is Outcome.FAILED
+    assert result.problems[0].startswith("~~~ALL TESTS PASSED~~~ was printed, but then the binary")
+
+
+def test_rule_pass_string_after_a_failed_case_is_not_a_pass():
+    out = b"Testing A\nx failed at a.c:1\nTesting B\n1/2 tests passed\n~~~ALL TESTS PASSED~~~\n"
+    result = parse_bytes([out], ["A", "B"], RunEnd(exit_code=0))
+    assert outcomes(result) == {"A": Outcome.FAILED, "B": Outcome.FAILED}
+    assert result.problems == ["~~~ALL TESTS PASSED~~~ was printed, but a case reported a failure"]
+
+
+def test_rule_v1_failure_then_skip_is_a_failure():
+    out = b"Testing A\nx failed at a.c:4\n#ondevice skip later\n0/1 tests passed\n~~~SOME TESTS FAILED~~~\n"
+    result = parse_bytes([out], ["A"], RunEnd(exit_code=1))
+    assert result.cases["A"].outcome is Outcome.FAILED
+    assert result.cases["A"].message == "x failed at a.c:4"
+
+
+def test_rule_v2_failure_then_skipped_line_is_a_failure():
+    out = (
+        b"[ RUN      ] S.A\na.cc:4: Failure\n  Expression:  x\n[  SKIPPED ] S.A\n"
+        b"[==========] 1 tests ran.\n[  PASSED  ] 0 tests.\n"
+    )
+    result = parse_bytes([out], ["S.A"], RunEnd(exit_code=1))
+    assert result.cases["S.A"].outcome is Outcome.FAILED
+    assert result.cases["S.A"].location == ("a.cc", 4)
+
+
+def test_rule_v2_all_ok_without_the_pass_string_fails():
+    out = b"[ RUN      ] S.A\n[       OK ] S.A\n[==========] 1 tests ran.\n[  PASSED  ] 1 tests.\n"
+    result = parse_bytes([out], ["S.A"], RunEnd(exit_code=0))
+    assert result.cases["S.A"].outcome is Outcome.FAILED
+    assert result.problems == ["no case failed, but ~~~ALL TESTS PASSED~~~ was not printed"]
+
+
+def test_rule_v2_failed_case_with_exit_code_0_fails_saying_so():
+    out = b"[ RUN      ] S.A\n[  FAILED  ] S.A\n[ RUN      ] S.B\n[       OK ] S.B\n[==========] 2 tests ran.\n"
+    result = parse_bytes([out], ["S.A", "S.B"], RunEnd(exit_code=0))
+    assert outcomes(result) == {"S.A": Outcome.FAILED, "S.B": Outcome.FAILED}
+    assert result.problems == ["a case failed, but the binary exited with code 0"]
+
+
+def test_rule_v2_count_that_disagrees_fails():
+    out = b"[ RUN      ] S.A\n[       OK ] S.A\n[==========] 2 tests ran.\n~~~ALL TESTS PASSED~~~\n"
+    result = parse_bytes([out], ["S.A"], RunEnd(exit_code=0))
+    assert result.problems == ["the device reports 2 tests ran, but its output shows 1"]
+
+
+def test_rule_tally_without_magic_string_fails():
+    out = b"Testing A\n1/1 tests passed\n"
+    result = parse_bytes([out], ["A"], RunEnd(exit_code=0))
+    assert result.cases["A"].outcome is Outcome.FAILED
+    assert result.problems == ["the tally was printed without ~~~ALL TESTS PASSED~~~/~~~SOME TESTS FAILED~~~"]
+
+
+def test_rule_tally_total_that_disagrees_fails():
+    out = b"Testing A\n1/2 tests passed\n~~~SOME TESTS FAILED~~~\n"
+    result = parse_bytes([out], ["A"], RunEnd(exit_code=1))
+    assert result.problems == ["the device reports 1/2 tests passed, but its output shows 1/1"]
+
+
+def test_rule_fail_string_alone_fails_nothing_that_passed_with_a_nonzero_exit():
+    out = b"Testing A\nTesting B\nx failed at b.c:2\n1/2 tests passed\n~~~SOME TESTS FAILED~~~\n"
+    result = parse_bytes([out], ["A", "B"], RunEnd(exit_code=1))
+    assert outcomes(result) == {"A": Outcome.PASSED, "B": Outcome.FAILED}
+    assert not result.problems
+
+
+def test_rule_v1_skip_counts_as_passed_in_the_tally():
+    out = b"Testing A\n#ondevice skip why\n1/1 tests passed\n~~~ALL TESTS PASSED~~~\n"
+    result = parse_bytes([out], ["A"], RunEnd(exit_code=0))
+    assert result.cases["A"].outcome is Outcome.SKIPPED
+    assert not result.problems
+
+
+def test_rule_v2_next_start_before_a_verdict_fails_the_running_case():
+    out = b"[ RUN      ] S.A\n[ RUN      ] S.B\n[       OK ] S.B\n[==========] 2 tests ran.\n"
+    result = parse_bytes([out], ["S.A", "S.B"], RunEnd(exit_code=1))
+    assert result.cases["S.A"].outcome is Outcome.FAILED
+    assert "no verdict: the next case started before this one ended" in result.cases["S.A"].message
+
+
+def test_rule_no_exit_status_lets_the_closing_lines_decide():
+    out = b"Testing A\nx failed at a.c:1\n0/1 tests passed\n~~~SOME TESTS FAILED~~~\n"
+    result = parse_bytes([out], ["A"], RunEnd(exit_code=None))
+    assert result.cases["A"].outcome is Outcome.FAILED
+    assert not result.problems
+
+
+# -- line handling -----------------------------------------------------------------
+
+
+def test_nul_before_a_start_line_still_starts_the_case():
+    out = b"\x00\x00Testing A\nx failed at a.c:2\n\x00Testing B\n1/2 tests passed\n~~~SOME TESTS FAILED~~~\n"
+    result = parse_bytes([out], ["A", "B"], RunEnd(exit_code=1))
+    assert outcomes(result) == {"A": Outcome.FAILED, "B": Outcome.PASSED}
+    assert not result.unknown
+
+
+def test_bounded_lines_counts_what_it_does_not_show():
+    lines = BoundedLines(head=2, tail=3)
+    for i in range(10):
+        lines.append(f"l{i}")
+    assert len(lines) == 5
+    assert lines.text().splitlines() == [
+        "l0",
+        "l1",
+        "... 5 lines not shown (see the full log file) ...",
+        "l7",
+        "l8",
+        "l9",
+    ]
+
+
+def test_bounded_lines_that_fit_show_everything():
+    lines = BoundedLines(head=2, tail=3)
+    for i in range(5):
+        lines.append(f"l{i}")
+    assert lines.text().splitlines() == ["l0", "l1", "l2", "l3", "l4"]
+
+
+def test_splitter_keeps_crlf_lines_whole_across_chunks():
+    splitter = LineSplitter(max_line=8)
+    got = [*splitter.feed(b"ab\r"), *splitter.feed(b"\ncd\n12345678\n123456789\n"), *splitter.close()]
+    assert got == ["ab", "cd", "12345678", "12345678", "9"]
+
+
+def test_splitter_close_yields_an_unterminated_tail_once():
+    splitter = LineSplitter(max_line=4)
+    assert list(splitter.feed(b"abcdef")) == ["abcd"]
+    assert list(splitter.close()) == ["ef"]
+    assert list(splitter.close()) == []
+
+
+def test_splitter_replaces_bad_utf8_and_drops_nul():
+    splitter = LineSplitter()
+    assert list(splitter.feed(b"a\x00b\xffc\n")) == ["ab\ufffdc"]
