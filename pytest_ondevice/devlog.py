@@ -1,17 +1,22 @@
 """Where a device's output goes: the parser, a log file, and optionally the terminal.
 
-The full log of every (board, binary) run is kept on disk (a failure report
-shows an excerpt and the path); live output is prefixed with the board name so
-that several devices can share one terminal.
+The log of every (board, binary) run is kept on disk (a failure report shows an
+excerpt and the path); live output is prefixed with the board name so that
+several devices can share one terminal. A flooding test must not fill the disk:
+the file keeps the head and the tail of the output up to `max_bytes` (ini
+`ondevice_log_max`) and says, where the cut is, how much was left out.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
 from .lines import LineSplitter
 from .protocol import RunEnd
+
+DEFAULT_LOG_MAX = 8 << 20  # bytes per (board, binary) log file
 
 
 class DeviceLog:
@@ -21,6 +26,7 @@ class DeviceLog:
         board: str,
         on_line: Callable[[str], None],
         live: Callable[[str], None] | None = None,
+        max_bytes: int | None = DEFAULT_LOG_MAX,
     ) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
@@ -29,20 +35,48 @@ class DeviceLog:
         self._on_line = on_line
         self._live = live
         self._splitter = LineSplitter()
+        self._max = max_bytes or DEFAULT_LOG_MAX
+        self._head_left = self._max // 2  # bytes the head may still take; then only the tail grows
+        self._tail: deque[str] = deque()
+        self._tail_bytes = 0
+        self.cut_lines = 0
+        self.cut_bytes = 0
 
     def feed(self, data: bytes) -> None:
         for line in self._splitter.feed(data):
             self._line(line)
 
     def _line(self, line: str) -> None:
-        self._file.write(line + "\n")
+        self._keep(line + "\n")
         self._on_line(line)
         if self._live is not None:
             self._live(self._prefix + line)
 
+    def _keep(self, text: str) -> None:
+        size = len(text.encode("utf-8", errors="replace"))
+        if not self._tail and size <= self._head_left:
+            self._file.write(text)
+            self._head_left -= size
+            return
+        self._head_left = 0
+        self._tail.append(text)
+        self._tail_bytes += size
+        while self._tail_bytes > self._max - self._max // 2 and len(self._tail) > 1:
+            dropped = len(self._tail.popleft().encode("utf-8", errors="replace"))
+            self._tail_bytes -= dropped
+            self.cut_lines += 1
+            self.cut_bytes += dropped
+
     def close(self, end: RunEnd | None = None) -> None:
         for line in self._splitter.close():
             self._line(line)
+        if self.cut_lines:
+            self._file.write(
+                f"# pytest-ondevice: {self.cut_lines} lines ({self.cut_bytes} bytes) cut here: the log keeps "
+                f"the first and the last {self._max // 2} bytes of the output (ondevice_log_max)\n"
+            )
+        self._file.writelines(self._tail)
+        self._tail.clear()
         if end is not None:
             self._file.write(f"# {describe_end(end)}\n")
         self._file.close()

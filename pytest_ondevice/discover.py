@@ -9,7 +9,7 @@ commented-out test or a macro definition is not mistaken for a case.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 _BLANK = re.compile(
     r"""//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'""",
@@ -27,6 +27,7 @@ class Case:
     line: int  # 1-based line of the declaration
     style: str  # "v1" or "v2"
     bench: bool = False  # its body uses ONDEVICE_BENCH: selected by -m bench / --bench-only
+    also_at: tuple[int, ...] = ()  # lines of later v1 cases with the same name (a duplicate)
 
 
 def _blank(match: re.Match[str]) -> str:
@@ -42,12 +43,18 @@ def find_cases(text: str) -> list[Case]:
         name = f"{m.group(1)}.{m.group(2)}"
         found.append((m.start(), Case(name, code.count("\n", 0, m.start()) + 1, "v2")))
     found.sort(key=lambda x: x[0])
-    seen: set[str] = set()
-    cases = []
+    cases: dict[str, Case] = {}
     for i, (start, case) in enumerate(found):
         end = found[i + 1][0] if i + 1 < len(found) else len(code)
-        if case.name not in seen:
-            seen.add(case.name)
+        first = cases.get(case.name)
+        if first is None:
             bench = _BENCH.search(code, start, end) is not None
-            cases.append(Case(case.name, case.line, case.style, bench))
-    return cases
+            cases[case.name] = Case(case.name, case.line, case.style, bench)
+        elif case.style == "v1":  # v2 names cannot repeat: the compiler refuses them
+            cases[case.name] = replace(first, also_at=(*first.also_at, case.line))
+    return list(cases.values())
+
+
+def device_names(cases: list[Case]) -> tuple[str, ...]:
+    """The starts the device will print, in order: a duplicate name once per declaration."""
+    return tuple(name for c in cases for name in [c.name] * (1 + len(c.also_at)))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,9 +12,12 @@ from _pytest.reports import TestReport
 
 from .bench import BenchRecordError, compare, measure
 from .bench import key as bench_key
-from .discover import find_cases
+from .devlog import describe_end
+from .discover import Case, device_names, find_cases
 from .protocol import Outcome, Verdict
 from .runner import BinaryResult, BinarySpec, OnDeviceSession
+
+BINARY_ITEM = "binary"  # the item of a file whose cases the source scan cannot see
 
 
 class CaseFailed(Exception):
@@ -36,11 +40,14 @@ class OnDeviceFile(pytest.File):
         from .plugin import selected_boards
 
         text = self.path.read_text(encoding="utf-8", errors="replace")
-        cases = find_cases(text)
+        # No visible case (all made by a macro): one item still builds and runs the binary,
+        # and every case the device prints is reported; a file is never silently dropped.
+        found = find_cases(text)
+        cases = found or [Case(BINARY_ITEM, 1, "binary")]
         rel = _rel(self.path, self.config.rootpath)
         for board_name in selected_boards(self.config):
             board = session.registry.get(board_name)
-            spec = BinarySpec(board, self.path.resolve(), rel, tuple(c.name for c in cases))
+            spec = BinarySpec(board, self.path.resolve(), rel, device_names(found))
             for case in cases:
                 name = f"{case.name}[{board.name}]"
                 item = OnDeviceItem.from_parent(
@@ -52,6 +59,7 @@ class OnDeviceFile(pytest.File):
                     spec=spec,
                     case=case.name,
                     line=case.line,
+                    also_at=case.also_at,
                 )
                 if case.bench:
                     item.add_marker("bench")
@@ -70,11 +78,12 @@ BASELINE_KEY = pytest.StashKey["tuple[dict[str, dict], float] | None"]()
 
 
 class OnDeviceItem(pytest.Item):
-    def __init__(self, *, spec: BinarySpec, case: str, line: int, **kw) -> None:
+    def __init__(self, *, spec: BinarySpec, case: str, line: int, also_at: tuple[int, ...] = (), **kw) -> None:
         super().__init__(**kw)
         self.spec = spec
         self.case = case
         self.line = line
+        self.also_at = also_at  # lines of other cases with this name
         self.add_marker("ondevice")
         self.user_properties.append(("board", spec.board.name))
         self._result: BinaryResult | None = None
@@ -94,14 +103,18 @@ class OnDeviceItem(pytest.Item):
             raise CaseFailed(f"build failed for board {self.spec.board.name}:\n{result.build_error}")
         if result.verdicts is None:  # --build-only
             pytest.skip(f"built, not run (--build-only): {result.artifact.path}")
-        verdict = result.verdicts.cases[self.case]
+        verdict = result.verdicts.cases[self.case] if self.spec.cases else _binary_verdict(result)
+        if self.also_at and verdict.outcome is Outcome.FAILED:
+            lines = ", ".join(map(str, (self.line, *self.also_at)))
+            verdict = replace(verdict, message=f"{self.case} is declared at lines {lines}\n{verdict.message}")
         regressions = self._attach_benches(result)
         if verdict.outcome is Outcome.PASSED:
             if regressions:
                 raise CaseFailed("\n".join(regressions))
             return
         if verdict.log:
-            self.add_report_section("call", "device log", verdict.log)
+            # as captured stdout: JUnit's system-out carries it (-o junit_logging=all)
+            self.add_report_section("call", "stdout (device log)", verdict.log.rstrip("\n") + "\n")
         if verdict.outcome is Outcome.SKIPPED:
             pytest.skip(verdict.message or "skipped on device")
         raise CaseFailed(_failure_text(self.spec, verdict, result))
@@ -140,6 +153,22 @@ class OnDeviceItem(pytest.Item):
         # Not the node name itself: pytest would show "Suite.Name" as "Suite::Name",
         # a node id that cannot be pasted back onto the command line.
         return self.path, self.line - 1, f"{self.case} on {self.spec.board.name}"
+
+
+def _binary_verdict(result: BinaryResult) -> Verdict:
+    """The verdict of a file with no visible case: its cases are reported one by one
+    (as unlisted), and the binary fails when it printed none or the run itself is wrong."""
+    assert result.verdicts is not None
+    if result.verdicts.problems:
+        return Verdict(Outcome.FAILED, "\n".join(result.verdicts.problems))
+    if not result.verdicts.unknown:
+        how = describe_end(result.end) if result.end is not None else "the binary ended"
+        return Verdict(
+            Outcome.FAILED,
+            "the source scan found no test case, and the device printed none either "
+            f"({how.removeprefix('pytest-ondevice: ')})",
+        )
+    return Verdict(Outcome.PASSED)
 
 
 def _failure_text(spec: BinarySpec, verdict: Verdict, result: BinaryResult) -> str:

@@ -98,6 +98,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     parser.addini("ondevice_cache_size", "trim the build cache to this size at session end (e.g. 5G)", default="5G")
     parser.addini("ondevice_retries", "extra attempts after a dropped device connection", default="1")
+    parser.addini("ondevice_log_max", "keep this much of each device log file, head and tail (e.g. 8M)", default="8M")
     parser.addini("ondevice_renode", "the renode executable (default: $RENODE, then renode on PATH)", default="")
     parser.addini("ondevice_ssh_config", "an ssh_config file to use instead of ~/.ssh/config", default="")
     parser.addini(
@@ -154,11 +155,16 @@ def pytest_configure(config: pytest.Config) -> None:
         cache_size = store.parse_size(config.getini("ondevice_cache_size"))
     except ValueError as e:
         raise pytest.UsageError(f"ondevice_cache_size: {e}") from None
+    try:
+        log_max = store.parse_size(config.getini("ondevice_log_max"))
+    except ValueError as e:
+        raise pytest.UsageError(f"ondevice_log_max: {e}") from None
     settings = Settings(
         rootdir=config.rootpath,
         build_root=_ini_path(config, "ondevice_build_dir") or config.rootpath / ".ondevice" / "build",
         cache_dir=_ini_path(config, "ondevice_cache_dir", "ONDEVICE_CACHE_DIR") or store.default_dir(),
         cache_max_size=cache_size,
+        log_max=log_max,
         jobs=config.getoption("build_jobs") or os.cpu_count() or 2,
         device=config.getoption("device"),
         cli_timeout=config.getoption("device_timeout"),

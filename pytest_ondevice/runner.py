@@ -67,6 +67,7 @@ class Settings:
     transport_options: dict = field(default_factory=dict)  # session-wide (ini) transport settings
     cache_dir: Path | None = None  # the shared build cache (default: per user)
     cache_max_size: int | None = None  # trimmed to this at session end
+    log_max: int | None = None  # bytes per device log file (head and tail kept; None: the default)
 
 
 class OnDeviceSession:
@@ -208,7 +209,7 @@ class OnDeviceSession:
         lost = ""  # why the previous attempt was cut short
         for attempt in range(1, attempts + 1):
             parser = TestOutputParser()
-            log = DeviceLog(log_path, spec.board.name, parser.feed_line, self.live)
+            log = DeviceLog(log_path, spec.board.name, parser.feed_line, self.live, self.settings.log_max)
             try:
                 transport = self._transport(spec.board)
                 deployed = transport.deploy(artifact.path, artifact.sha256, data)

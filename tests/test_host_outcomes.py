@@ -320,7 +320,7 @@ def test_live_log_is_prefixed_with_the_board(project):
 def test_failure_report_carries_the_device_log_and_the_log_file(project):
     project.write("mixed_test.c", V1_MIXED)
     result = project.run()
-    result.stdout.fnmatch_lines(["*Captured device log call*", "Testing OffByOne"])
+    result.stdout.fnmatch_lines(["*Captured stdout (device log) call*", "Testing OffByOne"])
     log = project.path / "_build" / "host" / "logs" / "mixed_test.c.log"
     text = log.read_text()
     assert "Testing AddsUp" in text and "~~~SOME TESTS FAILED~~~" in text

@@ -67,7 +67,8 @@ def run_streaming(
             ready, _, _ = select.select([fd], [], [], wait)
             if ready:
                 data = os.read(fd, READ_SIZE)
-                if not data:
+                if not data:  # the output closed, not the program: it may still be working
+                    timed_out = _wait_exit(proc, deadline, stop)
                     break
                 on_bytes(data)
     finally:
@@ -82,6 +83,23 @@ def run_streaming(
     else:
         end.exit_code = returncode
     return end
+
+
+def _wait_exit(proc: subprocess.Popen, deadline: float, stop: threading.Event | None) -> bool:
+    """After end-of-file, wait for the exit until the deadline; True if it struck.
+
+    A binary may close stdout and stderr and go on working (or just be slow to exit):
+    killing it at end-of-file would report a crash that never happened."""
+    while proc.poll() is None:
+        if stop is not None and stop.is_set():
+            return False  # the session is ending: the group is killed by the caller
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            _kill_group(proc)
+            return True
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=min(0.05, remaining))
+    return False
 
 
 def _kill_group(proc: subprocess.Popen, quiet: bool = False) -> None:

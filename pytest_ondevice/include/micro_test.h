@@ -363,6 +363,59 @@ static inline void od_print_pair(const char *fmt_ab, od_value_t a, od_value_t b)
 static OD_UNUSED int od_case_failed;
 static OD_UNUSED int od_case_skipped;
 
+/* Per-run nonce (docs/protocol.md): the first line of a run declares it, and our own
+ * case and summary markers carry it, so a line a test prints ("Testing Other", a pass
+ * string, a replayed log) can neither start, end nor close a case. It mixes the
+ * addresses the loader chose (ASLR) with the board's ondevice_entropy() when the runtime
+ * supplies one; it only has to be unknown to the test's source, not secret. */
+static OD_UNUSED char od_nonce[17];
+#if defined(__GNUC__) || defined(__clang__)
+#ifdef __cplusplus
+extern "C" {
+#endif
+uint64_t ondevice_entropy(void) __attribute__((weak));
+#ifdef __cplusplus
+}
+#endif
+#endif
+
+static inline OD_UNUSED uint64_t od_mix(uint64_t x) { /* splitmix64 */
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+static inline OD_UNUSED void od_nonce_init(const void *seed) {
+  volatile uint64_t here = 0;
+  uint64_t x = od_mix((uint64_t)(uintptr_t)seed);
+  int i;
+  x = od_mix(x ^ (uint64_t)(uintptr_t)&here);
+  x = od_mix(x ^ (uint64_t)(uintptr_t)&od_nonce);
+  x = od_mix(x ^ (uint64_t)(uintptr_t)&od_mix);
+#if defined(__GNUC__) || defined(__clang__)
+  if (ondevice_entropy) x = od_mix(x ^ ondevice_entropy());
+#endif
+  if (!x) x = 1;
+  for (i = 15; i >= 0; i--, x >>= 4) od_nonce[i] = "0123456789abcdef"[x & 15];
+  od_nonce[16] = '\0';
+  MicroPrintf("#ondevice nonce %s", od_nonce);
+}
+
+/* Our stamped markers: a case starts, a case ends with its verdict, the summary begins. */
+static inline OD_UNUSED void od_mark_case(const char *suite, const char *name) {
+  if (suite) MicroPrintf("#ondevice %s case %s.%s", od_nonce, suite, name);
+  else MicroPrintf("#ondevice %s case %s", od_nonce, name);
+}
+
+static inline OD_UNUSED void od_mark_end(const char *suite, const char *name) {
+  const char *verdict = od_case_failed ? "failed" : od_case_skipped ? "skipped" : "passed";
+  if (suite) MicroPrintf("#ondevice %s end %s.%s %s", od_nonce, suite, name, verdict);
+  else MicroPrintf("#ondevice %s end %s %s", od_nonce, name, verdict);
+}
+
+static inline OD_UNUSED void od_mark_summary(void) { MicroPrintf("#ondevice %s summary", od_nonce); }
+
 /* ------------------------------------------------------------------------ */
 /* v1: tensorflow/lite/micro/testing/micro_test.h                            */
 /* ------------------------------------------------------------------------ */
@@ -376,9 +429,11 @@ static OD_UNUSED int od_v1_complete;
     (void)argc;                        \
     (void)argv;                        \
     od_v1_passed = 0;                  \
-    od_v1_failed = 0;
+    od_v1_failed = 0;                  \
+    od_nonce_init(argv);
 
 #define TF_LITE_MICRO_TESTS_END                                                \
+  od_mark_summary();                                                           \
   MicroPrintf("%d/%d tests passed", od_v1_passed, od_v1_passed + od_v1_failed); \
   if (od_v1_failed == 0) {                                                     \
     MicroPrintf("~~~ALL TESTS PASSED~~~\n");                                   \
@@ -390,11 +445,12 @@ static OD_UNUSED int od_v1_complete;
 
 /* The for loop runs the body once; ASSERT's `continue` ends the case early. */
 #define TF_LITE_MICRO_TEST(name)                                               \
+  od_mark_case(NULL, #name);                                                   \
   MicroPrintf("Testing " #name);                                               \
   for (od_v1_complete = 0, od_case_failed = 0, od_case_skipped = 0;            \
        !od_v1_complete;                                                        \
        od_v1_complete = 1, od_v1_passed += od_case_failed ? 0 : 1,             \
-      od_v1_failed += od_case_failed ? 1 : 0)
+      od_v1_failed += od_case_failed ? 1 : 0, od_mark_end(NULL, #name))
 
 #define TF_LITE_MICRO_EXPECT(x)                                   \
   do {                                                            \
@@ -515,9 +571,11 @@ static inline OD_UNUSED void od_register_test(const char *suite, const char *nam
 
 static inline OD_UNUSED int od_run_all_tests(void) {
   int i, failed = 0, passed = 0;
+  od_nonce_init(&i);
   MicroPrintf("[==========] Running %d tests.", od_test_count);
   for (i = 0; i < od_test_count; i++) {
     od_test_case_t *t = &od_tests[i];
+    od_mark_case(t->suite, t->name);
     MicroPrintf("[ RUN      ] %s.%s", t->suite, t->name);
     od_case_failed = 0;
     od_case_skipped = 0;
@@ -533,12 +591,14 @@ static inline OD_UNUSED int od_run_all_tests(void) {
       passed++;
       MicroPrintf("[       OK ] %s.%s", t->suite, t->name);
     }
+    od_mark_end(t->suite, t->name);
   }
   if (od_test_overflow) {
     MicroPrintf("FAIL: %d tests not registered: raise ONDEVICE_MAX_TESTS (%d)", od_test_overflow,
                 ONDEVICE_MAX_TESTS);
     failed += od_test_overflow;
   }
+  od_mark_summary();
   MicroPrintf("[==========] %d tests ran.", od_test_count);
   MicroPrintf("[  PASSED  ] %d tests.", passed);
   if (failed == 0) {
