@@ -145,16 +145,21 @@ def test_hang_is_killed_at_the_timeout_with_its_children(project):
         ]
     )
     child = int(pidfile.read_text())
-    time.sleep(0.2)
-    assert not _alive(child), "the hung binary's child survived the timeout"
+    assert _gone(child), "the hung binary's child survived the timeout"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
+def _gone(pid: int, within: float = 10.0) -> bool:
+    """Polls until pid is gone or a zombie; False if it still runs at the deadline."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.02)
+    return False
 
 
 def test_output_without_closing_summary_is_no_verdict(project):
@@ -389,19 +394,29 @@ def test_infrastructure_failure_is_an_error_not_a_failure(project):
 
 
 def test_pid_of_this_process_is_not_touched(project):
-    """Killing a hung binary's group never reaches pytest itself."""
+    """Killing a hung binary's group never reaches pytest: the group is the binary's own."""
+    info = project.path / "pgid.txt"
     project.write(
-        "hang_test.c",
-        """
+        "spin_test.c",
+        f"""
+        #include <stdio.h>
+        #include <unistd.h>
         #include "micro_test.h"
         TF_LITE_MICRO_TESTS_BEGIN
-        TF_LITE_MICRO_TEST(Spins) { for (;;) {} }
+        TF_LITE_MICRO_TEST(Spins) {{
+          FILE *f = fopen("{info}", "w");
+          fprintf(f, "%d %d", (int)getpid(), (int)getpgid(0));
+          fclose(f);
+          for (;;) {{}}
+        }}
         TF_LITE_MICRO_TESTS_END
         """,
     )
     result = project.run("--device-timeout=0.5")
     result.assert_outcomes(failed=1)
-    assert os.getpgid(0) == os.getpgid(os.getpid())
+    pid, pgid = map(int, info.read_text().split())
+    assert pgid == pid != os.getpgid(0)
+    assert _gone(pid)
 
 
 DATA_TEST = """
