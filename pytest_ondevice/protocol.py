@@ -427,6 +427,10 @@ class TestOutputParser:
         the lines of the case that was running, so that case cannot be judged either."""
         declared = Counter(expected)
         order = {name: i for i, name in enumerate(dict.fromkeys(expected))}
+        before: dict[str, list[str]] = {}  # name -> the cases running when it started
+        for s in self.starts:
+            if s.before is not None and s.before != s.name:
+                before.setdefault(s.name, []).append(s.before)
         reasons: dict[str, str] = {}
         for name, record in self.cases.items():
             if record.starts < 2:
@@ -442,9 +446,8 @@ class TestOutputParser:
                 f"{declared[name] or 'not'} {'time' if declared[name] == 1 else 'times'}: "
                 f"a case may have printed 'Testing {name}', so this output cannot be attributed"
             )
-            for s in self.starts:
-                if s.name == name and s.before not in (None, name):
-                    reasons.setdefault(s.before, _printed_start(name))
+            for running in before.get(name, []):
+                reasons.setdefault(running, _printed_start(name))
         if self.nonce is None:
             v1 = [s for s in self.starts if s.style == "v1" and s.name in order]
             for s, nxt in pairwise(v1):
