@@ -1,0 +1,61 @@
+"""Plain unit tests: the device log file's bound and the source scan's duplicates."""
+
+from __future__ import annotations
+
+from pytest_ondevice.devlog import DeviceLog
+from pytest_ondevice.discover import device_names, find_cases
+from pytest_ondevice.protocol import RunEnd
+
+
+def _log(tmp_path, max_bytes, lines):
+    seen: list[str] = []
+    log = DeviceLog(tmp_path / "logs" / "x.log", "host", seen.append, max_bytes=max_bytes)
+    for line in lines:
+        log.feed(line.encode() + b"\n")
+    log.close(RunEnd(exit_code=0, duration=0.5))
+    return log, seen, (tmp_path / "logs" / "x.log").read_text()
+
+
+def test_device_log_within_its_bound_is_whole(tmp_path):
+    lines = [f"line {i:03d}" for i in range(10)]
+    log, seen, text = _log(tmp_path, 1000, lines)
+    assert seen == lines
+    assert text.splitlines() == [*lines, "# pytest-ondevice: the binary exited with code 0 after 0.50s"]
+    assert log.cut_lines == 0
+
+
+def test_device_log_keeps_head_and_tail_and_counts_the_cut(tmp_path):
+    lines = [f"line {i:03d}" for i in range(100)]  # 9 bytes each with the newline
+    log, seen, text = _log(tmp_path, 90, lines)
+    assert seen == lines, "the parser sees every line, whatever the file keeps"
+    kept = text.splitlines()
+    assert kept[:5] == lines[:5]  # 45 bytes of head
+    assert kept[5] == (
+        "# pytest-ondevice: 90 lines (810 bytes) cut here: the log keeps the first and the last "
+        "45 bytes of the output (ondevice_log_max)"
+    )
+    assert kept[6:-1] == lines[-5:]
+    assert (log.cut_lines, log.cut_bytes) == (90, 810)
+
+
+def test_device_log_keeps_a_last_line_larger_than_its_share(tmp_path):
+    log, _, text = _log(tmp_path, 20, ["a", "b" * 50])
+    assert text.splitlines()[:2] == ["a", "b" * 50]
+    assert log.cut_lines == 0
+
+
+def test_discovery_names_a_v1_duplicate_with_its_lines():
+    src = (
+        '#include "micro_test.h"\nTF_LITE_MICRO_TESTS_BEGIN\n'
+        "TF_LITE_MICRO_TEST(Same) {}\nTF_LITE_MICRO_TEST(Other) {}\nTF_LITE_MICRO_TEST(Same) {}\n"
+        "TF_LITE_MICRO_TESTS_END\n"
+    )
+    cases = find_cases(src)
+    assert [(c.name, c.line, c.also_at) for c in cases] == [("Same", 3, (5,)), ("Other", 4, ())]
+    assert device_names(cases) == ("Same", "Same", "Other")
+
+
+def test_discovery_of_a_file_whose_cases_are_made_by_a_macro_is_empty():
+    src = "#define MYTEST(n) TF_LITE_MICRO_TEST(n)\nTF_LITE_MICRO_TESTS_BEGIN\nMYTEST(A) {}\nTF_LITE_MICRO_TESTS_END\n"
+    assert find_cases(src) == []
+    assert device_names([]) == ()
