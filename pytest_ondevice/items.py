@@ -195,15 +195,20 @@ def _report_unlisted_cases(item: OnDeviceItem, result: BinaryResult) -> None:
             longrepr = f"{verdict.message}\n({note})"
         else:
             longrepr = None
-        report = TestReport(
-            nodeid=nodeid,
-            location=(rel, 0, name),
-            keywords={},
-            outcome=verdict.outcome.value,
-            longrepr=longrepr,
-            when="call",
-            sections=[],
-            duration=0.0,
-            user_properties=[("board", item.spec.board.name), ("unlisted", note)],
-        )
-        item.ihook.pytest_runtest_logreport(report=report)
+        sections = []
+        if verdict.log and verdict.outcome is not Outcome.PASSED:
+            sections.append(("Captured stdout (device log) call", verdict.log + "\n"))
+        # call, then an empty teardown: JUnit writes a case's captured output at its teardown
+        for when, outcome, text in (("call", verdict.outcome.value, longrepr), ("teardown", "passed", None)):
+            report = TestReport(
+                nodeid=nodeid,
+                location=(rel, 0, name),
+                keywords={},
+                outcome=outcome,
+                longrepr=text,
+                when=when,
+                sections=sections,
+                duration=0.0,
+                user_properties=[("board", item.spec.board.name), ("unlisted", note)],
+            )
+            item.ihook.pytest_runtest_logreport(report=report)

@@ -240,3 +240,21 @@ def test_device_log_file_keeps_head_and_tail_and_says_what_was_cut(project):
     kept = sum(1 for line in text.splitlines() if line.startswith("flood line"))
     assert kept + int(m.group(1)) == 40000
     assert "~~~ALL TESTS PASSED~~~" in text and "exited with code 0" in text
+
+
+def test_macro_generated_failing_case_log_reaches_junit_too(project):
+    project.write(
+        "macro_test.c",
+        """
+        #include "micro_test.h"
+        #define MYTEST(n) TF_LITE_MICRO_TEST(n)
+        TF_LITE_MICRO_TESTS_BEGIN
+        MYTEST(Bad) { TF_LITE_MICRO_EXPECT_EQ(1, 2); }
+        TF_LITE_MICRO_TESTS_END
+        """,
+    )
+    xml = project.path / "junit.xml"
+    project.run(f"--junitxml={xml}", "-o", "junit_logging=all")
+    cases = {tc.get("name"): tc for tc in ET.parse(xml).getroot().iter("testcase")}
+    bad = next(tc for name, tc in cases.items() if "Bad" in name)
+    assert "1 == 2 failed at" in (bad.findtext("system-out") or "")
