@@ -317,7 +317,7 @@ class Builder:
         def keep(deps: list[str]) -> tuple[list[str], set[str]]:
             search = inputs.search_dirs(args, self.source_root)
             own = inputs.toolchain_include_dirs(compiler, tuple(board_flags), "c++" if cxx else "c")
-            candidates = inputs.shadow_candidates(deps, [*search, *own])
+            candidates = inputs.shadow_candidates(deps, search, own)
             return [d for d in deps if inputs.under(d, search) or not inputs.under(d, own)], candidates
 
         entry, reused = self._cached(key, name, compile_into, keep)
@@ -416,12 +416,13 @@ class Builder:
                 digests[self._names.name(path)] = self.store.digest(Path(path))
         except OSError:
             return None  # read, then removed: nothing to vouch for
-        misses = []
+        misses: dict[str, list[str]] = {}  # by directory: checked a listing at a time
         for path in sorted(candidates - read):
             try:
                 st = os.lstat(path)
             except OSError:
-                misses.append(self._names.name(path))
+                parent, name = os.path.split(path)
+                misses.setdefault(self._names.name(parent), []).append(name)
                 continue
             if max(st.st_mtime_ns, st.st_ctime_ns) >= started - TOO_NEW_NS:
                 return None  # appeared while building: the build may or may not have seen it
@@ -434,7 +435,9 @@ class Builder:
                     return False
             except OSError:
                 return False
-        return not any(self._listings.exists(self._names.path(m)) for m in record["misses"])
+        return not any(
+            self._listings.any_exists(self._names.path(parent), names) for parent, names in record["misses"].items()
+        )
 
     def _tool(self, argv: list[str], what: str) -> None:
         with self._slots:

@@ -101,15 +101,19 @@ def under(path: str, dirs: Iterable[str]) -> bool:
     return any(path == d or path.startswith(d.rstrip(os.sep) + os.sep) for d in dirs)
 
 
-def shadow_candidates(deps: Iterable[str], dirs: Sequence[str]) -> set[str]:
-    """Where each header would have been found had it existed earlier on the search path:
-    a file appearing there later must rebuild (ccache cannot see that)."""
+def shadow_candidates(deps: Iterable[str], user_dirs: Sequence[str], own_dirs: Sequence[str]) -> set[str]:
+    """Where each header would have been found had it existed in one of the user's
+    directories searched before the one it came from: a file appearing there later must
+    rebuild (ccache cannot see that). Every directory that holds the header counts (a/b.h
+    may have been included as "b.h" or as "a/b.h"); the toolchain's own directories are
+    its identity's."""
+    order = [*user_dirs, *own_dirs]
     found: set[str] = set()
     for dep in deps:
-        for i, d in enumerate(dirs):
+        for i, d in enumerate(order):
             if under(dep, [d]):
                 rel = os.path.relpath(dep, d)
-                found.update(os.path.join(earlier, rel) for earlier in dirs[:i])
+                found.update(os.path.join(earlier, rel) for earlier in user_dirs[: min(i, len(user_dirs))])
     return found - set(deps)
 
 
@@ -120,25 +124,6 @@ def library_candidates(argv: Sequence[str], cwd: Path) -> set[str]:
     for _, value in flag_values(argv, ("-l",)):
         names += [value[1:]] if value.startswith(":") else [f"lib{value}.a", f"lib{value}.so"]
     return {os.path.join(d, n) for d in lib_dirs for n in names}
-
-
-class Listings:
-    """Which names exist in a directory, read once per session: a key's misses are
-    checked by the thousand on a warm rerun, and a listing costs one system call."""
-
-    def __init__(self) -> None:
-        self._names: dict[str, frozenset[str]] = {}
-
-    def exists(self, path: str) -> bool:
-        parent, name = os.path.split(path)
-        names = self._names.get(parent)
-        if names is None:
-            try:
-                names = frozenset(os.listdir(parent))
-            except OSError:
-                names = frozenset()
-            self._names[parent] = names
-        return name in names
 
 
 def named_files(argv: Sequence[str], cwd: Path) -> list[str]:
@@ -209,3 +194,24 @@ def _both_spellings(dirs: Iterable[str]) -> tuple[str, ...]:
             if spelling not in out and spelling != os.sep:
                 out.append(spelling)
     return tuple(out)
+
+
+class Listings:
+    """Which names exist in a directory, read once per session: a key's misses are
+    checked by the thousand on a warm rerun, a directory at a time."""
+
+    def __init__(self) -> None:
+        self._names: dict[str, frozenset[str]] = {}
+
+    def names(self, directory: str) -> frozenset[str]:
+        names = self._names.get(directory)
+        if names is None:
+            try:
+                names = frozenset(os.listdir(directory))
+            except OSError:
+                names = frozenset()
+            self._names[directory] = names
+        return names
+
+    def any_exists(self, directory: str, names: Iterable[str]) -> bool:
+        return not self.names(directory).isdisjoint(names)

@@ -262,15 +262,17 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 class BuildProgress:
     """On a terminal, one line rewritten in place (done of asked, current file); in a CI log,
-    a line when a long build starts and one when it ends; nothing for a warm rerun."""
+    a line every LOG_EVERY seconds and one at the end; nothing for a warm rerun."""
 
     QUIET_FOR = 2.0  # seconds: a build shorter than this shows nothing
+    LOG_EVERY = 15.0  # seconds between lines in a CI log
 
     def __init__(self, tr, builder) -> None:
         self.tr = tr
         self.builder = builder
         self.started = time.monotonic()
         self.shown = False
+        self.logged = -self.LOG_EVERY
 
     def __call__(self, finished: bool) -> None:
         done, asked, current = self.builder.progress()
@@ -278,16 +280,17 @@ class BuildProgress:
         if not self.shown and (finished or elapsed < self.QUIET_FOR):
             return
         if finished:
-            line = f"ondevice build: {asked} objects ready in {elapsed:.0f} s"
+            line = f"ondevice: {asked} objects built or checked in {elapsed:.0f} s"
             if self.tr.isatty():
                 self.tr.rewrite(line, erase=True)
                 self.tr.write_line("")
             else:
                 self.tr.write_line(line)
         elif self.tr.isatty():
-            self.tr.rewrite(f"ondevice build: {done} of {asked} objects ({current})"[:119], erase=True)
-        elif not self.shown:
-            self.tr.write_line(f"ondevice build: {asked - done} objects to build or check; {done} ready")
+            self.tr.rewrite(f"ondevice: building {done} of {asked} objects ({current})"[:119], erase=True)
+        elif elapsed - self.logged >= self.LOG_EVERY:
+            self.tr.write_line(f"ondevice: building, {done} of {asked} objects so far ({current})")
+            self.logged = elapsed
         self.shown = True
 
 

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-LAYOUT = "v1"  # bump when the meaning of a key changes
+LAYOUT = "v2"  # bump when the meaning of a key or a manifest changes
 MANIFEST_RESULTS = 16  # input sets remembered per manifest (ccache keeps a few too)
 DEFAULT_MAX_SIZE = 5 << 30
 _KILL_ENV = "ONDEVICE_TEST_KILL_AT"  # tests: die with SIGKILL at this write point

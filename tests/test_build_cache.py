@@ -460,7 +460,7 @@ def test_a_long_build_says_so_in_a_ci_log_and_is_not_charged_to_the_first_test(p
     result = project.run("examples", f"--junitxml={junit}")
     result.assert_outcomes(passed=8)
     result.stdout.fnmatch_lines(
-        ["ondevice build: * objects to build or check; * ready", "ondevice build: 6 objects ready in * s"]
+        ["ondevice: building, * of * objects so far (host: *)", "ondevice: 6 objects built or checked in * s"]
     )
     import xml.etree.ElementTree as ET
 
