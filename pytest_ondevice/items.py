@@ -77,6 +77,10 @@ def _rel(path: Path, root: Path) -> str:
 BASELINE_KEY = pytest.StashKey["tuple[dict[str, dict], float] | None"]()
 
 
+# (board, source) -> the item whose report shows the binary's build error in full
+BUILD_ERROR_SHOWN = pytest.StashKey["dict[tuple[str, Path], str]"]()
+
+
 class OnDeviceItem(pytest.Item):
     def __init__(self, *, spec: BinarySpec, case: str, line: int, also_at: tuple[int, ...] = (), **kw) -> None:
         super().__init__(**kw)
@@ -100,6 +104,12 @@ class OnDeviceItem(pytest.Item):
         result = self._result
         assert result is not None
         if result.build_error:
+            shown = self.config.stash.setdefault(BUILD_ERROR_SHOWN, {})
+            first = shown.setdefault(self.spec.key, self.nodeid)
+            if first != self.nodeid:  # one error for the whole binary: in full once
+                raise CaseFailed(
+                    f"build failed for board {self.spec.board.name}: the error is shown in full at {first}"
+                )
             raise CaseFailed(f"build failed for board {self.spec.board.name}:\n{result.build_error}")
         if result.verdicts is None:  # --build-only
             pytest.skip(f"built, not run (--build-only): {result.artifact.path}")

@@ -466,3 +466,24 @@ def test_a_long_build_says_so_in_a_ci_log_and_is_not_charged_to_the_first_test(p
 
     times = [float(case.get("time")) for case in ET.parse(junit).iter("testcase")]
     assert max(times) < 1.0, times  # six compiles of a second each went to the build, not to a test
+
+
+def test_a_build_error_shared_by_a_binarys_cases_is_shown_once(project):
+    project.write(
+        "broken_test.c",
+        """
+        #include "micro_test.h"
+        TF_LITE_MICRO_TESTS_BEGIN
+        TF_LITE_MICRO_TEST(One) { TF_LITE_MICRO_EXPECT_EQ(undeclared_thing, 1); }
+        TF_LITE_MICRO_TEST(Two) { TF_LITE_MICRO_EXPECT(1); }
+        TF_LITE_MICRO_TEST(Three) { TF_LITE_MICRO_EXPECT(1); }
+        TF_LITE_MICRO_TESTS_END
+        """,
+    )
+    result = project.run()
+    result.assert_outcomes(failed=3)
+    text = result.stdout.str()
+    assert text.count("undeclared (first use in this function)") == 1, text
+    result.stdout.fnmatch_lines(
+        ["*build failed for board host: the error is shown in full at broken_test.c::One[[]host[]]*"]
+    )
