@@ -487,3 +487,15 @@ def test_a_build_error_shared_by_a_binarys_cases_is_shown_once(project):
     result.stdout.fnmatch_lines(
         ["*build failed for board host: the error is shown in full at broken_test.c::One[[]host[]]*"]
     )
+
+
+def test_a_cached_binary_that_cannot_be_executed_is_an_error_not_a_traceback(project):
+    project.write("cfg.h", "#define VALUE 1\n")
+    value_test(project)
+    project.run().assert_outcomes(passed=1)
+    (binary,) = (project.path / "_cache").rglob("value_test.c.elf")
+    binary.chmod(0o444)  # same bytes, digest intact, but not executable any more
+    result = project.run()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*cannot execute */value_test.c.elf: Permission denied*"])
+    assert "Traceback" not in result.stdout.str()

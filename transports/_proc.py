@@ -21,6 +21,8 @@ from pathlib import Path
 
 from pytest_ondevice.protocol import RunEnd
 
+from . import InfrastructureError
+
 # After the main process exits, children that kept the pipe open get this long.
 LINGER_SECONDS = 1.0
 READ_SIZE = 65536
@@ -35,15 +37,18 @@ def run_streaming(
     stop: threading.Event | None = None,
 ) -> RunEnd:
     start = time.monotonic()
-    proc = subprocess.Popen(
-        argv,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        cwd=cwd,
-        env=env,
-        start_new_session=True,
-    )
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+        )
+    except OSError as e:  # the file cannot be run here: not the test's verdict
+        raise InfrastructureError(f"cannot execute {argv[0]}: {e.strerror or e}") from None
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
     deadline = start + timeout
