@@ -280,23 +280,11 @@ def test_a_second_checkout_compiles_nothing_and_gets_the_same_binary_bytes(proje
     other = tmp_path / "elsewhere" / "checkout"
     shutil.copytree(project.path, other, ignore=shutil.ignore_patterns("_build"), symlinks=True)
     _retarget(other, project.path / "_build", other / "_build")
-    out = subprocess.run(
-        [sys.executable, "-m", "pytest", "--board=host", "-p", "no:cacheprovider", *QUIET, "examples"],
-        cwd=other,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    ).stdout
+    out = _pytest_process(other, "examples").communicate(timeout=300)[0]
     assert "8 passed" in out and "ondevice build: 0 compiled" in out, out
     # with separate caches too: the same sources give the same bytes in any directory
     _retarget(other, project.path / "_cache", other / "_cache")
-    out = subprocess.run(
-        [sys.executable, "-m", "pytest", "--board=host", "-p", "no:cacheprovider", *QUIET, "examples"],
-        cwd=other,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    ).stdout
+    out = _pytest_process(other, "examples").communicate(timeout=300)[0]
     assert "8 passed" in out, out
     mine = sorted((p.name, p.resolve().read_bytes()) for p in (project.path / "_build").rglob("*.elf"))
     theirs = sorted((p.name, p.resolve().read_bytes()) for p in (other / "_build").rglob("*.elf"))
