@@ -186,26 +186,23 @@ class TestOutputParser:
     def _feed_marker(self, line: str) -> None:
         """Output without a nonce: TFLM's own markers, the closing ones only between cases."""
         running = self.current is not None and self.current.outcome is None
-        if "~~~" in line and (PASS_MAGIC in line or FAIL_MAGIC in line):
+        if PASS_MAGIC in line or FAIL_MAGIC in line:
             if not running:  # printed inside a case body, it is that case's log
                 self._magic(line)
             return
-        first = line[0]
-        if first == "[":
+        if line.startswith("["):
             self._v2(line, running)
             return
-        if first == "T" and line.startswith("Testing "):
-            m = _V1_START.match(line)
-            if m:
-                self._close_current()
-                self._start(m.group(1), "v1")
-                return
-        elif first.isdigit() and line.endswith("tests passed"):
-            m = _V1_TALLY.match(line)
-            if m:  # v1 has no end-of-case line: the tally ends the last case
-                self._close_current()
-                self.tally = (int(m.group(1)), int(m.group(2)))
-                return
+        m = _V1_START.match(line)
+        if m:
+            self._close_current()
+            self._start(m.group(1), "v1")
+            return
+        m = _V1_TALLY.match(line)
+        if m:  # v1 has no end-of-case line: the tally ends the last case
+            self._close_current()
+            self.tally = (int(m.group(1)), int(m.group(2)))
+            return
         self._feed_failure(line)
 
     def _feed_summary(self, line: str) -> None:
@@ -494,7 +491,7 @@ class TestOutputParser:
         runs = sum(r.starts for r in self.cases.values())
         if self.tally is not None:
             passed, total = self.tally
-            parsed_pass = sum(r.starts - r.failed_runs for r in self.cases.values() if r.outcome is not None)
+            parsed_pass = sum(r.starts - r.failed_runs for r in self.cases.values())
             if total != runs or passed != parsed_pass:
                 return f"the device reports {passed}/{total} tests passed, but its output shows {parsed_pass}/{runs}"
             if self.magic is None:

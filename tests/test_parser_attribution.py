@@ -300,7 +300,7 @@ def test_rule_v2_next_start_before_a_verdict_fails_the_running_case():
     out = b"[ RUN      ] S.A\n[ RUN      ] S.B\n[       OK ] S.B\n[==========] 2 tests ran.\n"
     result = parse_bytes([out], ["S.A", "S.B"], RunEnd(exit_code=1))
     assert result.cases["S.A"].outcome is Outcome.FAILED
-    assert "no verdict: the next case started before this one ended" in result.cases["S.A"].message
+    assert result.cases["S.A"].message == "no verdict: the next case started before this one ended"
 
 
 def test_rule_no_exit_status_lets_the_closing_lines_decide():
@@ -358,3 +358,56 @@ def test_splitter_close_yields_an_unterminated_tail_once():
 def test_splitter_replaces_bad_utf8_and_drops_nul():
     splitter = LineSplitter()
     assert list(splitter.feed(b"a\x00b\xffc\n")) == ["ab\ufffdc"]
+
+
+# -- found by mutation testing -------------------------------------------------------
+
+
+def test_failure_lines_are_capped_and_the_rest_counted():
+    body = b"".join(b"x%d failed at f.c:%d\n" % (i, i + 1) for i in range(45))
+    out = b"Testing A\n" + body + b"0/1 tests passed\n~~~SOME TESTS FAILED~~~\n"
+    message = parse_bytes([out], ["A"], RunEnd(exit_code=1)).cases["A"].message.splitlines()
+    assert message[:40] == [f"x{i} failed at f.c:{i + 1}" for i in range(40)]
+    assert message[40:] == ["... 5 more failure lines"]
+
+
+def test_tildes_that_are_not_a_magic_string_are_log():
+    out = (
+        b"~~~ boot ~~~\nTesting A\nTesting B\nx failed at b.c:2\n"
+        b"1/2 tests passed\n~~~SOME TESTS FAILED~~~\n~~~ bye ~~~\n"
+    )
+    result = parse_bytes([out], ["A", "B"], RunEnd(exit_code=1))
+    assert outcomes(result) == {"A": Outcome.PASSED, "B": Outcome.FAILED}
+    assert not result.problems
+
+
+def test_stamped_summary_tally_that_disagrees_fails():
+    out = stamped_v1(("A", "passed", []), tally="1/2 tests passed", magic="~~~SOME TESTS FAILED~~~")
+    result = parse_bytes([out], ["A"], RunEnd(exit_code=1))
+    assert result.problems == ["the device reports 1/2 tests passed, but its output shows 1/1"]
+
+
+def test_stamped_summary_without_a_closing_line_is_no_verdict():
+    out = stamped_v1(("A", "passed", []))
+    result = parse_bytes([out], ["A", "B"], RunEnd(exit_code=0))
+    assert result.cases["A"].outcome is Outcome.PASSED
+    assert result.cases["B"].message.startswith("not run: no verdict")
+
+
+def test_stamped_v2_summary_count_that_disagrees_fails():
+    lines = [
+        f"#ondevice nonce {NONCE}",
+        f"#ondevice {NONCE} case S.A",
+        "[ RUN      ] S.A",
+        "[       OK ] S.A",
+        f"#ondevice {NONCE} end S.A passed",
+        f"#ondevice {NONCE} summary",
+        "[==========] 2 tests ran.",
+        "[  PASSED  ] 1 tests.",
+        "~~~ALL TESTS PASSED~~~",
+    ]
+    result = parse_bytes(["\n".join(lines).encode() + b"\n"], ["S.A"], RunEnd(exit_code=0))
+    assert result.problems == ["the device reports 2 tests ran, but its output shows 1"]
+    fixed = "\n".join(lines).replace("2 tests ran", "1 tests ran").encode() + b"\n"
+    result = parse_bytes([fixed], ["S.A"], RunEnd(exit_code=0))
+    assert outcomes(result) == {"S.A": Outcome.PASSED} and not result.problems
