@@ -129,11 +129,12 @@ def _my_children() -> str:
         if pid.isdigit():
             try:
                 with open(f"/proc/{pid}/stat") as f:
-                    fields = f.read().split()
+                    stat = f.read()
             except OSError:
                 continue
-            if int(fields[3]) == os.getpid():
-                names.append(fields[1])
+            name, _, rest = stat.partition(" (")[2].rpartition(")")  # a name may hold spaces
+            if int(rest.split()[1]) == os.getpid():
+                names.append(name)
     return " ".join(names)
 
 
