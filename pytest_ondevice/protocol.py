@@ -36,6 +36,7 @@ MAX_FAILURE_LINES = 40
 MAX_LINE_CHARS = 500
 
 _NONCE = re.compile(r"[0-9a-f]{8,32}$")
+_STAMPED_END = re.compile(r"(\S+) (passed|failed|skipped)")
 _V1_START = re.compile(r"Testing (\S+)$")
 _V1_TALLY = re.compile(r"(\d+)/(\d+) tests passed$")
 _V1_FAILURE = re.compile(r" failed at .+:\d+(?: \(|$)|^FAIL: ")
@@ -114,7 +115,7 @@ class Start:
 
     name: str
     before: str | None  # the case that was running (or last ended) when it started
-    style: str  # "v1", "v2" or "nonce"
+    v1: bool  # by `Testing NAME`: v1 runs its cases in source order
 
 
 @dataclass
@@ -196,7 +197,7 @@ class TestOutputParser:
         m = _V1_START.match(line)
         if m:
             self._close_current()
-            self._start(m.group(1), "v1")
+            self._start(m.group(1), v1=True)
             return
         m = _V1_TALLY.match(line)
         if m:  # v1 has no end-of-case line: the tally ends the last case
@@ -243,18 +244,16 @@ class TestOutputParser:
         m = _V2_RUN.match(line)
         if m:
             self._fail_unfinished("no verdict: the next case started before this one ended")
-            self._start(m.group(1), "v2")
+            self._start(m.group(1))
             return
-        closing = self.v2_ran is not None
         for pattern, outcome in (
             (_V2_OK, Outcome.PASSED),
             (_V2_FAILED, Outcome.FAILED),
             (_V2_SKIPPED, Outcome.SKIPPED),
         ):
             m = pattern.match(line)
-            if m:
-                if not closing:  # after the summary, [  FAILED  ] lines only list names
-                    self._end(m.group(1), outcome)
+            if m:  # the list of failed names after the summary changes nothing: no case runs
+                self._end(m.group(1), outcome)
                 return
         m = _V2_SUMMARY.match(line)
         if m and not running:  # inside a case body it is that case's log
@@ -288,14 +287,12 @@ class TestOutputParser:
         kind, _, rest = body.partition(" ")
         if kind == "case" and rest and not self.in_summary:
             self._fail_unfinished("no verdict: the next case started before this one ended")
-            self._start(rest.strip(), "nonce")
+            self._start(rest.strip())
         elif kind == "end":
-            name, _, outcome = rest.strip().rpartition(" ")
+            m = _STAMPED_END.fullmatch(rest.strip())
             record = self.current
-            if record is not None and record.name == name and outcome in Outcome._value2member_map_:
-                if outcome == Outcome.SKIPPED and not record.skip_reason:
-                    record.skip_reason = "skipped on device"
-                self._finish_current(Outcome(outcome))
+            if m and record is not None and record.name == m.group(1):
+                self._finish_current(self._skipped(record, Outcome(m.group(2))))
         elif kind == "summary":
             self._fail_unfinished("no verdict: the closing summary began while this case was running")
             self.in_summary = True
@@ -314,7 +311,7 @@ class TestOutputParser:
             records.append(record)
 
     # -- case bookkeeping ----------------------------------------------------
-    def _start(self, name: str, style: str) -> None:
+    def _start(self, name: str, v1: bool = False) -> None:
         before = self.current or self.last
         if self.closed:  # a summary before this start was not the closing one
             self.magic = self.tally = self.v2_ran = None
@@ -326,7 +323,7 @@ class TestOutputParser:
                 return
             record = self.cases[name] = CaseRecord(name)
         if len(self.starts) < MAX_CASES:
-            self.starts.append(Start(name, before.name if before is not None else None, style))
+            self.starts.append(Start(name, before.name if before is not None else None, v1))
         record.starts += 1
         record.outcome = None
         self.current = record
@@ -340,11 +337,16 @@ class TestOutputParser:
             if self.last is not None and self.last.name == name and outcome is Outcome.FAILED:
                 self.last.finish(Outcome.FAILED)
             return
-        if outcome is Outcome.SKIPPED and not record.skip_reason:
-            record.skip_reason = "skipped on device"
         if outcome is Outcome.PASSED and record.failures:
             record.add_failure("the device printed [       OK ] after a failure")
-        self._finish_current(outcome)
+        self._finish_current(self._skipped(record, outcome))
+
+    @staticmethod
+    def _skipped(record: CaseRecord, outcome: Outcome) -> Outcome:
+        """A skip without a reason line still says it was skipped."""
+        if outcome is Outcome.SKIPPED:
+            record.skip_reason = record.skip_reason or "skipped on device"
+        return outcome
 
     def _finish_current(self, outcome: Outcome) -> None:
         record = self.current
@@ -352,12 +354,11 @@ class TestOutputParser:
             record.finish(outcome)
             self.last = record
         self.current = None
-        self._in_failure_block = False
 
     def _fail_unfinished(self, reason: str) -> None:
         if self.current is not None and self.current.outcome is None:
-            self.current.add_failure(reason)
-            self._finish_current(Outcome.FAILED)
+            self.current.add_failure(reason)  # a failure line: the case ends failed
+            self._close_current()
 
     def _close_current(self) -> None:
         """v1 prints no per-case end line: a case ends when the next begins."""
@@ -365,7 +366,6 @@ class TestOutputParser:
         if record is not None and record.outcome is None:
             self._finish_current(Outcome.SKIPPED if record.skip_reason else Outcome.PASSED)
         self.current = None
-        self._in_failure_block = False
 
     # -- verdicts ------------------------------------------------------------
     @property
@@ -446,7 +446,7 @@ class TestOutputParser:
             for running in before.get(name, []):
                 reasons.setdefault(running, _printed_start(name))
         if self.nonce is None:
-            v1 = [s for s in self.starts if s.style == "v1" and s.name in order]
+            v1 = [s for s in self.starts if s.v1 and s.name in order]
             for s, nxt in pairwise(v1):
                 if order[s.name] > order[nxt.name]:
                     reasons.setdefault(

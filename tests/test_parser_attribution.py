@@ -166,7 +166,7 @@ def test_stamped_case_without_its_end_marker_has_no_verdict():
     out = f"#ondevice nonce {NONCE}\n#ondevice {NONCE} case A\nTesting A\n#ondevice {NONCE} summary\n".encode()
     result = parse_bytes([out], ["A"], RunEnd(exit_code=0))
     assert result.cases["A"].outcome is Outcome.FAILED
-    assert "closing summary began while this case was running" in result.cases["A"].message
+    assert result.cases["A"].message == "no verdict: the closing summary began while this case was running"
 
 
 def test_nonce_declared_after_a_case_started_is_ignored():
@@ -411,3 +411,118 @@ def test_stamped_v2_summary_count_that_disagrees_fails():
     fixed = "\n".join(lines).replace("2 tests ran", "1 tests ran").encode() + b"\n"
     result = parse_bytes([fixed], ["S.A"], RunEnd(exit_code=0))
     assert outcomes(result) == {"S.A": Outcome.PASSED} and not result.problems
+
+
+def test_skip_line_outside_a_case_is_ignored():
+    out = b"#ondevice skip early\nTesting A\n1/1 tests passed\n~~~ALL TESTS PASSED~~~\n#ondevice skip late\n"
+    assert outcomes(parse_bytes([out], ["A"], RunEnd(exit_code=0))) == {"A": Outcome.PASSED}
+
+
+def test_skip_without_a_reason_says_skipped_on_device():
+    v1 = b"Testing A\n#ondevice skip\n1/1 tests passed\n~~~ALL TESTS PASSED~~~\n"
+    assert parse_bytes([v1], ["A"], RunEnd(exit_code=0)).cases["A"].message == "skipped on device"
+    v2 = b"[ RUN      ] S.A\n[  SKIPPED ] S.A\n[==========] 1 tests ran.\n~~~ALL TESTS PASSED~~~\n"
+    assert parse_bytes([v2], ["S.A"], RunEnd(exit_code=0)).cases["S.A"].message == "skipped on device"
+    stamped = stamped_v1(("A", "skipped", []), tally="1/1 tests passed", magic="~~~ALL TESTS PASSED~~~")
+    result = parse_bytes([stamped], ["A"], RunEnd(exit_code=0))
+    assert (result.cases["A"].outcome, result.cases["A"].message) == (Outcome.SKIPPED, "skipped on device")
+
+
+def test_v2_skip_keeps_its_reason():
+    out = (
+        b"[ RUN      ] S.A\n#ondevice skip needs SMLAD\n[  SKIPPED ] S.A\n"
+        b"[==========] 1 tests ran.\n~~~ALL TESTS PASSED~~~\n"
+    )
+    assert parse_bytes([out], ["S.A"], RunEnd(exit_code=0)).cases["S.A"].message == "needs SMLAD"
+
+
+def test_fault_line_fails_the_running_case_and_names_the_fault_once_per_source():
+    out = b"Testing A\n#ondevice fault HardFault pc=0x10\n"
+    result = parse_bytes([out], ["A", "B"], RunEnd(exit_code=None))
+    assert result.cases["A"].message.splitlines() == [
+        "fault: HardFault pc=0x10",
+        "fault: HardFault pc=0x10 while this case was running",
+    ]
+    assert result.cases["B"].message == "not run: fault: HardFault pc=0x10 before this case"
+
+
+def test_fault_line_between_cases_ends_the_run():
+    out = b"Testing A\n1/1 tests passed\n~~~ALL TESTS PASSED~~~\n#ondevice fault Lockup\n"
+    result = parse_bytes([out], ["A", "B"], RunEnd(exit_code=None))
+    assert result.cases["A"].message == "~~~ALL TESTS PASSED~~~ was printed, but then the binary fault: Lockup"
+    assert result.cases["B"].message == "not run: fault: Lockup before this case"
+
+
+def test_bench_record_belongs_to_the_running_case_and_a_broken_one_fails_it():
+    record = b"#ondevice bench name=g unit=ns repeats=3 min=1 median=2 max=3 work=8 work_unit=MAC\n"
+    out = b"Testing A\n" + record + b"Testing B\n#ondevice bench name=g unit=ns\n2/2 tests passed\n"
+    parser = TestOutputParser()
+    for line in out.decode().splitlines():
+        parser.feed_line(line)
+    result = parser.verdicts(["A", "B"], RunEnd(exit_code=0))
+    assert [r.median for r in result.benches["A"]] == [2]
+    assert "B" not in result.benches
+    assert result.cases["B"].outcome is Outcome.FAILED
+
+
+def test_stamped_next_case_before_an_end_fails_the_running_one():
+    lines = [f"#ondevice nonce {NONCE}", f"#ondevice {NONCE} case A", f"#ondevice {NONCE} case B"]
+    lines += [f"#ondevice {NONCE} end B passed", f"#ondevice {NONCE} summary", "2/2 tests passed"]
+    result = parse_bytes(["\n".join(lines).encode()], ["A", "B"], RunEnd(exit_code=0))
+    assert result.cases["A"].message.startswith("no verdict: the next case started before this one ended")
+
+
+def test_stamped_end_for_another_case_or_no_case_is_ignored():
+    lines = [f"#ondevice nonce {NONCE}", f"#ondevice {NONCE} end A passed", f"#ondevice {NONCE} case A"]
+    lines += [f"#ondevice {NONCE} end B passed", f"#ondevice {NONCE} end A maybe", f"#ondevice {NONCE} end A passed"]
+    lines += [f"#ondevice {NONCE} summary", "1/1 tests passed", "~~~ALL TESTS PASSED~~~"]
+    result = parse_bytes(["\n".join(lines).encode()], ["A"], RunEnd(exit_code=0))
+    assert outcomes(result) == {"A": Outcome.PASSED} and not result.problems
+    unended = [*lines[:5], *lines[6:]]
+    result = parse_bytes(["\n".join(unended).encode()], ["A"], RunEnd(exit_code=0))
+    assert result.cases["A"].outcome is Outcome.FAILED
+
+
+def test_v2_verdict_line_for_another_case_does_not_end_the_running_one():
+    for forged in (b"[  SKIPPED ] S.Other", b"[  FAILED  ] S.Other"):
+        out = (
+            b"[ RUN      ] S.A\n" + forged + b"\n[       OK ] S.A\n[==========] 1 tests ran.\n~~~ALL TESTS PASSED~~~\n"
+        )
+        result = parse_bytes([out], ["S.A"], RunEnd(exit_code=0))
+        assert outcomes(result) == {"S.A": Outcome.PASSED} and not result.problems
+
+
+def test_v2_late_failed_line_fails_the_case_that_printed_ok_early():
+    out = b"[ RUN      ] S.A\n[       OK ] S.A\n[  FAILED  ] S.A\n[==========] 1 tests ran.\n"
+    result = parse_bytes([out], ["S.A"], RunEnd(exit_code=1))
+    assert result.cases["S.A"].outcome is Outcome.FAILED
+
+
+def test_v2_stray_verdict_lines_between_cases_change_nothing():
+    out = (
+        b"[  FAILED  ] S.B\n[ RUN      ] S.A\n[  FAILED  ] S.A\n[ RUN      ] S.B\n[       OK ] S.B\n"
+        b"[  FAILED  ] S.A\n[       OK ] S.B\n[==========] 2 tests ran.\n[  FAILED  ] 1 tests, listed below:\n"
+        b"[  FAILED  ] S.A\n"
+    )
+    result = parse_bytes([out], ["S.A", "S.B"], RunEnd(exit_code=1))
+    assert outcomes(result) == {"S.A": Outcome.FAILED, "S.B": Outcome.PASSED}
+    assert not result.problems
+
+
+def test_v2_ok_after_a_failure_says_so():
+    out = b"[ RUN      ] A.B\na.cc:3: Failure\n  Expression:  x\n[       OK ] A.B\n"
+    message = parse_bytes([out], ["A.B"], RunEnd(exit_code=0)).cases["A.B"].message
+    assert message.splitlines()[-1] == "the device printed [       OK ] after a failure"
+
+
+@pytest.mark.parametrize(
+    "code,note", [(3, "; the binary exited with code 3"), (1, "; the binary exited with code 1"), (0, ""), (None, "")]
+)
+def test_no_verdict_notes_a_nonzero_exit_code(code, note):
+    result = parse_bytes([b"Testing A\n"], ["A", "B"], RunEnd(exit_code=code))
+    assert result.cases["B"].message == "not run: no verdict (output ended without the closing summary)" + note
+
+
+def test_last_line_without_a_newline_is_parsed():
+    out = b"Testing A\n1/1 tests passed\n~~~ALL TESTS PASSED~~~"
+    assert outcomes(parse_bytes([out], ["A"], RunEnd(exit_code=0))) == {"A": Outcome.PASSED}
