@@ -143,7 +143,7 @@ class TestOutputParser:
 
     def __init__(self) -> None:
         self.cases: dict[str, CaseRecord] = {}
-        self.current: CaseRecord | None = None
+        self.current: CaseRecord | None = None  # the running case: its outcome is None until it ends
         self.last: CaseRecord | None = None  # the case that ended most recently
         self.magic: str | None = None  # PASS_MAGIC or FAIL_MAGIC when seen
         self.tally: tuple[int, int] | None = None  # v1 "N/M tests passed"
@@ -152,7 +152,6 @@ class TestOutputParser:
         self.nonce: str | None = None  # declared by our header's first line: only stamped markers count
         self.in_summary = False  # nonce mode: after the stamped summary marker
         self.starts: list[Start] = []
-        self.extension_lines: list[str] = []
         self.benches: dict[str, list[BenchRecord]] = {}
         self.dropped_cases = 0
         self._in_failure_block = False
@@ -186,7 +185,7 @@ class TestOutputParser:
 
     def _feed_marker(self, line: str) -> None:
         """Output without a nonce: TFLM's own markers, the closing ones only between cases."""
-        running = self.current is not None and self.current.outcome is None
+        running = self.current is not None
         if PASS_MAGIC in line or FAIL_MAGIC in line:
             if not running:  # printed inside a case body, it is that case's log
                 self._magic(line)
@@ -228,9 +227,8 @@ class TestOutputParser:
             block = True
         else:
             return
-        owner = self.current if self.current is not None and self.current.outcome is None else None
-        if owner is not None:
-            owner.add_failure(line)
+        if self.current is not None:
+            self.current.add_failure(line)
             self._in_failure_block = block
         elif self.last is not None:
             self.last.add_failure(line)
@@ -269,7 +267,7 @@ class TestOutputParser:
         elif self.nonce is not None and verb == self.nonce:
             self._stamped(rest)
         elif verb == "skip":
-            if self.current is not None and self.current.outcome is None:
+            if self.current is not None:
                 self.current.skip_reason = rest.strip()[:MAX_LINE_CHARS] or "skipped on device"
         elif verb == "fault":
             self.fault = rest.strip()[:MAX_LINE_CHARS]
@@ -277,10 +275,7 @@ class TestOutputParser:
                 self.current.add_failure(f"fault: {self.fault}")
         elif verb == "bench":
             self._bench(rest)
-        elif verb == "exit":  # the runtime's exit status: the transport's to read (RunEnd)
-            pass
-        elif len(self.extension_lines) < 1000:  # future verbs, kept for later stages
-            self.extension_lines.append(body[:MAX_LINE_CHARS])
+        # other verbs (`exit N`, the transport's to read) are log
 
     def _stamped(self, body: str) -> None:
         """Our header's own markers: `case NAME`, `end NAME passed|failed|skipped`, `summary`."""
@@ -317,9 +312,8 @@ class TestOutputParser:
             self.magic = self.tally = self.v2_ran = None
         record = self.cases.get(name)
         if record is None:
-            if len(self.cases) >= MAX_CASES:
+            if len(self.cases) >= MAX_CASES:  # the case before was ended by whoever called
                 self.dropped_cases += 1
-                self.current = None
                 return
             record = self.cases[name] = CaseRecord(name)
         if len(self.starts) < MAX_CASES:
@@ -356,16 +350,15 @@ class TestOutputParser:
         self.current = None
 
     def _fail_unfinished(self, reason: str) -> None:
-        if self.current is not None and self.current.outcome is None:
+        if self.current is not None:
             self.current.add_failure(reason)  # a failure line: the case ends failed
             self._close_current()
 
     def _close_current(self) -> None:
         """v1 prints no per-case end line: a case ends when the next begins."""
         record = self.current
-        if record is not None and record.outcome is None:
+        if record is not None:
             self._finish_current(Outcome.SKIPPED if record.skip_reason else Outcome.PASSED)
-        self.current = None
 
     # -- verdicts ------------------------------------------------------------
     @property
@@ -377,7 +370,7 @@ class TestOutputParser:
         if self.fault and not end.fault:
             end = replace(end, fault=self.fault)
         abnormal = end.abnormal()
-        running = self.current.name if self.current and self.current.outcome is None else None
+        running = self.current.name if self.current is not None else None
         problems: list[str] = []
         verdicts: dict[str, Verdict] = {}
         for name, record in self.cases.items():

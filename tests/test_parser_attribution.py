@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_ondevice.lines import BoundedLines, LineSplitter
-from pytest_ondevice.protocol import Outcome, RunEnd, TestOutputParser, parse_bytes
+from pytest_ondevice.protocol import MAX_CASES, Outcome, RunEnd, TestOutputParser, parse_bytes
 
 NONCE = "3f9a6c0e1b2d4875"
 
@@ -526,3 +526,22 @@ def test_no_verdict_notes_a_nonzero_exit_code(code, note):
 def test_last_line_without_a_newline_is_parsed():
     out = b"Testing A\n1/1 tests passed\n~~~ALL TESTS PASSED~~~"
     assert outcomes(parse_bytes([out], ["A"], RunEnd(exit_code=0))) == {"A": Outcome.PASSED}
+
+
+def test_timeout_of_a_virtual_clock_names_it():
+    result = parse_bytes([b"Testing A\n"], ["A"], RunEnd(timed_out=2.0, clock="virtual time"))
+    assert result.cases["A"].message == "timed out after 2s of virtual time while this case was running"
+
+
+def test_indented_line_after_a_v1_failure_is_log():
+    out = b"Testing A\nx failed at a.c:1\n   detail\n0/1 tests passed\n~~~SOME TESTS FAILED~~~\n"
+    assert parse_bytes([out], ["A"], RunEnd(exit_code=1)).cases["A"].message == "x failed at a.c:1"
+
+
+def test_cases_beyond_the_limit_are_counted_not_kept():
+    parser = TestOutputParser()
+    for i in range(MAX_CASES + 2):
+        parser.feed_line(f"Testing C{i}")
+    result = parser.verdicts([], RunEnd(exit_code=1))
+    assert len(result.unknown) == MAX_CASES
+    assert result.problems[-1] == "2 more cases were printed than the parser keeps"
