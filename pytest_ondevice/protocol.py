@@ -431,9 +431,10 @@ class TestOutputParser:
                     "this name, and their results cannot be told apart; give each a unique name"
                 )
                 continue
+            times = {0: "is not declared in the source", 1: "is declared once"}
             reasons[name] = (
-                f"case {name} was started {record.starts} times but is declared "
-                f"{declared[name] or 'not'} {'time' if declared[name] == 1 else 'times'}: "
+                f"case {name} was started {record.starts} times but "
+                f"{times.get(declared[name], f'is declared {declared[name]} times')}: "
                 f"a case may have printed 'Testing {name}', so this output cannot be attributed"
             )
             for running in before.get(name, []):

@@ -99,8 +99,17 @@ def test_v1_case_printing_the_start_of_a_later_case_is_not_passed():
     printed start, but it sees the later case start twice and fails both cases."""
     result = parse_bytes([FORGED_V1], ["Liar", "Victim"], RunEnd(exit_code=1))
     assert outcomes(result) == {"Liar": Outcome.FAILED, "Victim": Outcome.FAILED}
-    assert "announced case Victim" in result.cases["Liar"].message
-    assert "started 2 times but is declared 1 time" in result.cases["Victim"].message
+    assert result.cases["Liar"].message.splitlines() == [
+        "while this case was running, the output announced case Victim (did it print 'Testing Victim'?): "
+        "its later lines were charged to Victim, so this case cannot be judged",
+        "the device reports 1/2 tests passed, but its output shows 1/3",
+    ]
+    assert result.cases["Victim"].message.splitlines() == [
+        "case Victim was started 2 times but is declared once: a case may have printed 'Testing Victim', "
+        "so this output cannot be attributed",
+        "got == 42 failed at t.c:5 (41 vs 42)",
+    ]
+    assert result.cases["Victim"].location == ("t.c", 5)
 
 
 def test_v1_case_printing_the_start_of_a_case_not_yet_due_is_not_passed():
@@ -108,8 +117,12 @@ def test_v1_case_printing_the_start_of_a_case_not_yet_due_is_not_passed():
     out = b"Testing A\nTesting C\nx failed at t.c:3\nTesting B\n1/2 tests passed\n~~~SOME TESTS FAILED~~~\n"
     result = parse_bytes([out], ["A", "B", "C"], RunEnd(exit_code=1))
     assert result.cases["A"].outcome is Outcome.FAILED
-    assert "announced case C" in result.cases["A"].message
-    assert "started before its turn" in result.cases["C"].message
+    assert result.cases["A"].message.startswith("while this case was running, the output announced case C ")
+    assert result.cases["C"].message.splitlines()[0] == (
+        "case C started before its turn in the source (before B): a case may have printed 'Testing C', "
+        "so this output cannot be attributed"
+    )
+    assert result.cases["B"].outcome is Outcome.FAILED  # the tally cannot match either
 
 
 def test_stamped_markers_attribute_each_line_to_its_own_case():
@@ -193,7 +206,10 @@ def test_v1_duplicate_name_is_named_and_the_others_keep_their_verdict():
     out = b"Testing Same\nTesting Same\nTesting Other\n3/3 tests passed\n~~~ALL TESTS PASSED~~~\n"
     result = parse_bytes([out], ["Same", "Same", "Other"], RunEnd(exit_code=0))
     assert outcomes(result) == {"Same": Outcome.FAILED, "Other": Outcome.PASSED}
-    assert "more than one case in this file has this name" in result.cases["Same"].message
+    assert result.cases["Same"].message == (
+        "case Same ran 2 times: more than one case in this file has this name, and their results "
+        "cannot be told apart; give each a unique name"
+    )
     assert not result.problems
 
 
@@ -545,3 +561,36 @@ def test_cases_beyond_the_limit_are_counted_not_kept():
     result = parser.verdicts([], RunEnd(exit_code=1))
     assert len(result.unknown) == MAX_CASES
     assert result.problems[-1] == "2 more cases were printed than the parser keeps"
+
+
+def test_name_started_twice_but_declared_more_or_not_at_all():
+    out = b"Testing A\nTesting Gen\nTesting Gen\nTesting A\nTesting A\n5/5 tests passed\n~~~ALL TESTS PASSED~~~\n"
+    result = parse_bytes([out], ["A", "A", "A", "A"], RunEnd(exit_code=0))
+    assert result.unknown["Gen"].message.startswith("case Gen was started 2 times but is not declared in the source:")
+    assert result.cases["A"].message.startswith("case A ran 3 times: more than one case")
+    result = parse_bytes([out], ["A", "A"], RunEnd(exit_code=0))
+    assert result.cases["A"].message.startswith("case A was started 3 times but is declared 2 times:")
+
+
+def test_v2_starts_out_of_source_order_are_not_flagged():
+    out = (
+        b"[ RUN      ] S.B\n[       OK ] S.B\n[ RUN      ] S.A\n[       OK ] S.A\n"
+        b"[==========] 2 tests ran.\n~~~ALL TESTS PASSED~~~\n"
+    )
+    result = parse_bytes([out], ["S.A", "S.B"], RunEnd(exit_code=0))
+    assert outcomes(result) == {"S.A": Outcome.PASSED, "S.B": Outcome.PASSED}
+
+
+def test_v1_case_not_in_source_between_known_cases_is_not_out_of_turn():
+    out = b"Testing A\nTesting Gen\nTesting B\n3/3 tests passed\n~~~ALL TESTS PASSED~~~\n"
+    result = parse_bytes([out], ["A", "B"], RunEnd(exit_code=0))
+    assert outcomes(result) == {"A": Outcome.PASSED, "B": Outcome.PASSED}
+    assert result.unknown["Gen"].outcome is Outcome.PASSED
+
+
+def test_splitter_holds_a_piece_of_exactly_max_bytes_until_it_ends():
+    splitter = LineSplitter(max_line=4)
+    assert list(splitter.feed(b"abcd")) == []
+    assert list(splitter.feed(b"\n")) == ["abcd"]
+    assert list(splitter.feed(b"abcdefghij\nk")) == ["abcd", "efgh", "ij"]
+    assert list(splitter.close()) == ["k"]
