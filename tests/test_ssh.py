@@ -299,7 +299,7 @@ def test_disk_full_on_push_is_an_error_naming_the_free_space(pi, small_disk):
     pi.write("cases_test.c", CASES)
     result = pi.run(f"--device={pi.sshd.alias}", board="rpi-small")
     result.assert_outcomes(errors=3)
-    result.stdout.fnmatch_lines([f"*pushing cases_test failed*KiB free in {small_disk} on the device*"])
+    result.stdout.fnmatch_lines([f"*pushing cases_test.c.elf failed*KiB free in {small_disk} on the device*"])
     assert not list(small_disk.glob("ondevice-cache-*/*"))  # no partial binary left taking the room
     assert not list(small_disk.glob("ondevice-session.*"))  # the session's scratch dir is gone
 
