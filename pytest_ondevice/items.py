@@ -14,6 +14,7 @@ from .bench import BenchRecordError, compare, measure
 from .bench import key as bench_key
 from .devlog import describe_end
 from .discover import Case, device_names, find_cases
+from .failure import CaseFailureRepr
 from .protocol import Outcome, Verdict
 from .runner import BinaryResult, BinarySpec, OnDeviceSession
 
@@ -21,7 +22,13 @@ BINARY_ITEM = "binary"  # the item of a file whose cases the source scan cannot 
 
 
 class CaseFailed(Exception):
-    """A case failed on the device (or could not be built): shown without a traceback."""
+    """A case failed on the device (or could not be built): shown without a traceback, with
+    the source lines its failures name."""
+
+    def __init__(self, message: str, footer: tuple[str, ...] = ()) -> None:
+        super().__init__("\n".join([message, *footer]))
+        self.message = message
+        self.footer = footer
 
 
 class DeviceInfrastructureError(Exception):
@@ -127,7 +134,7 @@ class OnDeviceItem(pytest.Item):
             self.add_report_section("call", "stdout (device log)", verdict.log.rstrip("\n") + "\n")
         if verdict.outcome is Outcome.SKIPPED:
             pytest.skip(verdict.message or "skipped on device")
-        raise CaseFailed(_failure_text(self.spec, verdict, result))
+        raise CaseFailed(*_failure_text(verdict, result))
 
     def _attach_benches(self, result: BinaryResult) -> list[str]:
         """Latency records ride on the report (JUnit XML properties, xdist, --bench-json);
@@ -155,7 +162,9 @@ class OnDeviceItem(pytest.Item):
         return regressions
 
     def repr_failure(self, excinfo, style=None) -> str | TerminalRepr:
-        if isinstance(excinfo.value, CaseFailed | DeviceInfrastructureError):
+        if isinstance(excinfo.value, CaseFailed):
+            return CaseFailureRepr(excinfo.value.message, self.config.rootpath, list(excinfo.value.footer))
+        if isinstance(excinfo.value, DeviceInfrastructureError):
             return str(excinfo.value)
         return super().repr_failure(excinfo, style=style)
 
@@ -181,13 +190,11 @@ def _binary_verdict(result: BinaryResult) -> Verdict:
     return Verdict(Outcome.PASSED)
 
 
-def _failure_text(spec: BinarySpec, verdict: Verdict, result: BinaryResult) -> str:
+def _failure_text(verdict: Verdict, result: BinaryResult) -> tuple[str, tuple[str, ...]]:
     lines = [verdict.message or "failed on device"]
     if verdict.location:
         lines.append(f"at {verdict.location[0]}:{verdict.location[1]}")
-    if result.log_path:
-        lines.append(f"device log: {result.log_path}")
-    return "\n".join(lines)
+    return "\n".join(lines), ((f"device log: {result.log_path}",) if result.log_path else ())
 
 
 def _report_unlisted_cases(item: OnDeviceItem, result: BinaryResult) -> None:

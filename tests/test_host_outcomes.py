@@ -347,7 +347,7 @@ def test_select_with_k_and_junit_per_case(project):
     result.assert_outcomes(passed=1, failed=1)
     xml = junit.read_text()
     assert 'name="AddsUp[host]"' in xml and 'name="OffByOne[host]"' in xml
-    assert "AlsoFine" not in xml
+    assert 'name="AlsoFine' not in xml  # not selected (its source may show in a failure's context)
     assert 'name="board" value="host"' in xml
 
 
@@ -440,3 +440,37 @@ def test_data_files_declared_in_ondevice_toml_are_beside_the_binary(project):
     project.write("golden_test.c", DATA_TEST)
     result = project.run()
     result.assert_outcomes(passed=1)
+
+
+def test_a_failure_shows_each_failing_source_line_with_context(project):
+    project.write(
+        "ctx_test.c",
+        """
+        #include "micro_test.h"
+        TF_LITE_MICRO_TESTS_BEGIN
+        TF_LITE_MICRO_TEST(TwoWrong) {
+          int first = 1;
+          TF_LITE_MICRO_EXPECT_EQ(first, 2);
+          int second = 3;
+          TF_LITE_MICRO_EXPECT_EQ(second, 4);
+        }
+        TF_LITE_MICRO_TESTS_END
+        """,
+    )
+    result = project.run()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "first == 2 failed at ctx_test.c:6 (1 vs 2)",
+            "  ctx_test.c:4     TF_LITE_MICRO_TEST(TwoWrong) {",
+            "  ctx_test.c:5       int first = 1;",
+            "> ctx_test.c:6       TF_LITE_MICRO_EXPECT_EQ(first, 2);",
+            "  ctx_test.c:7       int second = 3;",
+            "  ctx_test.c:8       TF_LITE_MICRO_EXPECT_EQ(second, 4);",
+            "second == 4 failed at ctx_test.c:8 (3 vs 4)",
+            "*",
+            "> ctx_test.c:8       TF_LITE_MICRO_EXPECT_EQ(second, 4);",
+            "*",
+            "device log: *ctx_test.c.log",
+        ]
+    )
