@@ -185,13 +185,12 @@ class TestOutputParser:
 
     def _feed_marker(self, line: str) -> None:
         """Output without a nonce: TFLM's own markers, the closing ones only between cases."""
-        running = self.current is not None
         if PASS_MAGIC in line or FAIL_MAGIC in line:
-            if not running:  # printed inside a case body, it is that case's log
+            if self.current is None:  # printed inside a case body, it is that case's log
                 self._magic(line)
             return
         if line.startswith("["):
-            self._v2(line, running)
+            self._v2(line)
             return
         m = _V1_START.match(line)
         if m:
@@ -221,11 +220,8 @@ class TestOutputParser:
     def _feed_failure(self, line: str) -> None:
         """A failure line belongs to the running case; between cases, to the one that just
         ended: a case whose verdict line was printed early still fails by its own lines."""
-        if _V1_FAILURE.search(line):
-            block = False
-        elif _V2_FAILURE.match(line):
-            block = True
-        else:
+        block = _V2_FAILURE.match(line) is not None  # v2's indented lines that follow belong to it
+        if not block and not _V1_FAILURE.search(line):
             return
         if self.current is not None:
             self.current.add_failure(line)
@@ -238,7 +234,7 @@ class TestOutputParser:
         self._close_current()
         self.magic = FAIL_MAGIC if FAIL_MAGIC in line else PASS_MAGIC
 
-    def _v2(self, line: str, running: bool) -> None:
+    def _v2(self, line: str) -> None:
         m = _V2_RUN.match(line)
         if m:
             self._fail_unfinished("no verdict: the next case started before this one ended")
@@ -254,7 +250,7 @@ class TestOutputParser:
                 self._end(m.group(1), outcome)
                 return
         m = _V2_SUMMARY.match(line)
-        if m and not running:  # inside a case body it is that case's log
+        if m and self.current is None:  # inside a case body it is that case's log
             self.v2_ran = int(m.group(1))
             return
         self._feed_failure(line)

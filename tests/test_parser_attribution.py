@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_ondevice.lines import BoundedLines, LineSplitter
-from pytest_ondevice.protocol import MAX_CASES, Outcome, RunEnd, TestOutputParser, parse_bytes
+from pytest_ondevice.protocol import MAX_BENCHES_PER_CASE, MAX_CASES, Outcome, RunEnd, TestOutputParser, parse_bytes
 
 NONCE = "3f9a6c0e1b2d4875"
 
@@ -478,7 +478,22 @@ def test_bench_record_belongs_to_the_running_case_and_a_broken_one_fails_it():
     result = parser.verdicts(["A", "B"], RunEnd(exit_code=0))
     assert [r.median for r in result.benches["A"]] == [2]
     assert "B" not in result.benches
-    assert result.cases["B"].outcome is Outcome.FAILED
+    assert result.cases["B"].message.splitlines()[0] == (
+        "bench record without repeats, min, median, max: 'name=g unit=ns'"
+    )
+
+
+def test_bench_records_outside_a_case_and_beyond_the_limit():
+    record = "#ondevice bench name=g unit=ns repeats=3 min=1 median=2 max=3"
+    parser = TestOutputParser()
+    parser.feed_line(record)
+    parser.feed_line("#ondevice bench broken")  # outside a case: nobody to fail
+    parser.feed_line("Testing A")
+    for _ in range(MAX_BENCHES_PER_CASE + 1):
+        parser.feed_line(record)
+    result = parser.verdicts(["A"], RunEnd())
+    assert len(result.benches[""]) == 1
+    assert len(result.benches["A"]) == MAX_BENCHES_PER_CASE
 
 
 def test_stamped_next_case_before_an_end_fails_the_running_one():
@@ -512,6 +527,13 @@ def test_v2_late_failed_line_fails_the_case_that_printed_ok_early():
     out = b"[ RUN      ] S.A\n[       OK ] S.A\n[  FAILED  ] S.A\n[==========] 1 tests ran.\n"
     result = parse_bytes([out], ["S.A"], RunEnd(exit_code=1))
     assert result.cases["S.A"].outcome is Outcome.FAILED
+    assert result.cases["S.A"].message == "failed on device"
+
+
+def test_v2_summary_printed_inside_a_case_does_not_close_the_run():
+    out = b"[ RUN      ] S.A\n[==========] 1 tests ran.\n[       OK ] S.A\n"
+    result = parse_bytes([out], ["S.A", "S.B"], RunEnd(exit_code=0))
+    assert result.cases["S.B"].message.startswith("not run: no verdict")
 
 
 def test_v2_stray_verdict_lines_between_cases_change_nothing():
