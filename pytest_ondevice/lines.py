@@ -28,10 +28,7 @@ class LineSplitter:
             nl = buf.find(b"\n", start)
             if nl < 0:
                 break
-            if nl - start > self._max:
-                yield from self._pieces(bytes(buf[start:nl]))
-            else:
-                yield _decode(buf[start:nl])
+            yield from self._pieces(bytes(buf[start:nl]))
             start = nl + 1
         while len(buf) - start > self._max:
             yield _decode(buf[start : start + self._max])
@@ -46,7 +43,8 @@ class LineSplitter:
             yield from self._pieces(tail)
 
     def _pieces(self, data: bytes) -> Iterator[str]:
-        for i in range(0, len(data), self._max):
+        """One line, cut into pieces of at most max_line bytes (an empty line is one piece)."""
+        for i in range(0, len(data) or 1, self._max):
             yield _decode(data[i : i + self._max])
 
 

@@ -616,3 +616,10 @@ def test_splitter_holds_a_piece_of_exactly_max_bytes_until_it_ends():
     assert list(splitter.feed(b"\n")) == ["abcd"]
     assert list(splitter.feed(b"abcdefghij\nk")) == ["abcd", "efgh", "ij"]
     assert list(splitter.close()) == ["k"]
+
+
+def test_splitter_keeps_empty_lines_wherever_they_are():
+    splitter = LineSplitter(max_line=2)
+    assert list(splitter.feed(b"\na\n\nbcd\n")) == ["", "a", "", "bc", "d"]
+    assert list(splitter.feed(b"\n")) == [""]
+    assert list(splitter.close()) == []
