@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .schema import ConfigError, check, load_toml
+from .schema import SECONDS, ConfigError, check, load_toml
 
 
 def _builtin_dir() -> Path:
@@ -57,7 +57,7 @@ SPEC = {
     "abstract": bool,  # a shared target that only other boards extend
     "kind": ("host", "linux", "baremetal"),
     "arch": str,
-    "timeout": float,
+    "timeout": SECONDS,
     "clock_hz": int,
     "toolchain": TOOLCHAIN_SPEC,
     "memory": MEMORY_SPEC,
@@ -131,7 +131,15 @@ class BoardRegistry:
         return found
 
     def names(self, include_abstract: bool = False) -> list[str]:
-        return sorted(n for n in self.files() if include_abstract or not self._raw(n)[0].get("abstract"))
+        """Boards that can be asked for; a file that cannot be read is listed (its error
+        is get()'s to report) so that one broken file never hides the others."""
+        return sorted(n for n in self.files() if include_abstract or not self._abstract(n))
+
+    def _abstract(self, name: str) -> bool:
+        try:
+            return bool(self._raw(name)[0].get("abstract"))
+        except ConfigError:
+            return False
 
     def get(self, name: str) -> Board:
         if name not in self._cache:
@@ -161,6 +169,7 @@ class BoardRegistry:
         if name in chain:
             raise ConfigError(f"board '{name}' extends itself: {' -> '.join([*chain, name])}")
         data, path = self._raw(name)
+        own = data
         parent = data.get("extends")
         if parent:
             try:
@@ -169,7 +178,32 @@ class BoardRegistry:
                 raise ConfigError(f"{path}: 'extends': {e}") from None
             base.pop("abstract", None)
             data = _deep_merge(base, data)
+        _check_transport_keys(own, data, path)
         return data, path
+
+
+def _check_transport_keys(own: dict[str, Any], merged: dict[str, Any], path: Path) -> None:
+    """A key the transport does not read is a typo (`machin = ...`): named with its file.
+
+    Only the keys this file writes are checked, against the transport in effect here (a
+    board that extends another may name its transport only there)."""
+    from .transports import accepted_keys
+
+    for table in ("transport", "emulator"):
+        keys, name = own.get(table), merged.get(table, {}).get("name")
+        if not isinstance(keys, dict) or not isinstance(name, str):
+            continue  # a missing name is _build()'s to report
+        known = accepted_keys(name)
+        if known is None:  # declares nothing, or unknown (said when it is used)
+            continue
+        for key in keys:
+            if key not in known:
+                hint = difflib.get_close_matches(key, sorted(known), n=1)
+                also = f" (did you mean '{table}.{hint[0]}'?)" if hint else ""
+                raise ConfigError(
+                    f"{path}: unknown key '{table}.{key}'{also} for transport '{name}'; "
+                    f"known keys: {', '.join(sorted(known))}"
+                )
 
 
 def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

@@ -18,13 +18,13 @@ from .transports import status as transport_status
 def print_boards(registry: BoardRegistry, out=sys.stdout) -> int:
     """One line per board: what it is, its toolchain and its transport."""
     rows = []
-    status = 0
+    invalid = []
     for name in registry.names():
         try:
             board = registry.get(name)
-        except ConfigError as e:
-            rows.append((name, "-", "-", f"invalid: {e}", "-"))
-            status = 1
+        except ConfigError as e:  # the message below the table: it would widen every row
+            rows.append((name, "-", "-", "invalid board file (see below)", "-"))
+            invalid.append(str(e))
             continue
         try:
             tc = resolve(board)
@@ -40,7 +40,12 @@ def print_boards(registry: BoardRegistry, out=sys.stdout) -> int:
     for row in [header, *rows]:
         cells = [row[i].ljust(widths[i]) for i in range(4)]
         print("  ".join([*cells, row[4]]).rstrip(), file=out)
-    return status
+    if invalid:  # said last, where a listing ends, and in the exit status
+        print(f"\n{len(invalid)} board file(s) cannot be used:", file=out)
+        for message in invalid:
+            print(f"error: {message}", file=out)
+        return 1
+    return 0
 
 
 def cache_command(action: str, where: Path | None, out=sys.stdout) -> int:

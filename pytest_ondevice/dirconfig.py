@@ -8,10 +8,11 @@ link libraries) and per-file overrides such as a timeout.
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .schema import ConfigError, check, load_toml
+from .schema import SECONDS, ConfigError, check, load_toml
 
 FILENAME = "ondevice.toml"
 
@@ -22,7 +23,7 @@ _BUILD_KEYS = {
     "cxxflags": list,
     "ldflags": list,
     "libs": list,
-    "timeout": float,
+    "timeout": SECONDS,
 }
 _FILE_KEYS = {**_BUILD_KEYS, "data": list}  # data: files the test reads, pushed beside the binary
 # prebuilt: objects or static libraries per board, e.g. "vendor/{board}/libk.a" ({board}, {arch})
@@ -92,8 +93,27 @@ class DirConfig:
         data = self.data + tuple(self._glob(over.get("data", []), "files.data"))
         return FileSettings(flags, extra, over.get("timeout", self.timeout), data)
 
-    def _paths(self, items: list[str]) -> list[Path]:
-        return [(self.root / p).resolve() for p in items]
+    def _paths(self, items: list[str], key: str = "include_dirs") -> list[Path]:
+        """Include dirs, each of which must exist: a typo would only move the error to a
+        compiler's "file not found", or let a header of the same name elsewhere be used."""
+        dirs = [(self.root / p).resolve() for p in items]
+        for item, path in zip(items, dirs, strict=True):
+            if not path.is_dir():
+                what = "is not a directory" if path.exists() else "does not exist"
+                raise ConfigError(f"{self.path}: '{key}' entry {item!r} {what} ({path})")
+        return dirs
+
+    def _check_overrides(self) -> None:
+        """Each [files."NAME"] names a file here (by name anywhere below, or by path), and
+        its include dirs exist: a misspelt name would silently apply to nothing."""
+        for name, over in self.files.items():
+            self._paths(over.get("include_dirs", []), f"files.{name}.include_dirs")
+            if (self.root / name).is_file() or ("/" not in name and _named_below(self.root, name)):
+                continue
+            raise ConfigError(
+                f"{self.path}: [files.{name!r}] names no file: there is no {name!r} in {self.root}"
+                + ("" if "/" in name else " or below it")
+            )
 
     def _glob(self, patterns: list[str], key: str) -> list[Path]:
         found: list[Path] = []
@@ -115,6 +135,15 @@ def _relative(path: Path, root: Path) -> str:
         return path.resolve().relative_to(root).as_posix()
     except ValueError:
         return path.name
+
+
+def _named_below(root: Path, name: str) -> bool:
+    """Is there a file called name under root (hidden dirs such as .git not searched)?"""
+    for _here, dirs, files in os.walk(root):
+        if name in files:
+            return True
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+    return False
 
 
 def find(start: Path, stop: Path) -> Path | None:
@@ -143,6 +172,7 @@ def load(path: Path | None, fallback_root: Path) -> DirConfig:
         *(tuple(data.get(k, [])) for k in ("defines", "cflags", "cxxflags", "ldflags", "libs")),
     )
     files = tuple(cfg._glob(data.get("data", []), "data"))
+    DirConfig(path, cfg.root, files=data.get("files", {}))._check_overrides()
     return DirConfig(
         path,
         cfg.root,

@@ -193,15 +193,17 @@ class OnDeviceSession:
             artifact = self._build_future(spec).result()
             timeout = self.timeout_for(spec)
             data = self.dir_config(spec.source).for_file(spec.source).data
-            if data and spec.board.kind == "baremetal":
-                raise ConfigError(
-                    f"{spec.rel} declares data files, but {spec.board.name} is bare metal and has no "
-                    "file system: embed the data in the binary (e.g. as a const array)"
-                )
-        except CacheError as e:  # the cache or build dir is unusable: not the code's fault
+        except (CacheError, ConfigError) as e:
+            # an unusable cache or build dir, a broken ondevice.toml: not the code's fault, so
+            # the items are errors naming the file (never failures, never a false pass)
             return BinaryResult(infra_error=str(e))
-        except (BuildError, SizeError, toolchain.ToolchainError, ConfigError) as e:
+        except (BuildError, SizeError, toolchain.ToolchainError) as e:
             return BinaryResult(build_error=str(e))
+        if data and spec.board.kind == "baremetal":
+            return BinaryResult(
+                build_error=f"{spec.rel} declares data files, but {spec.board.name} is bare metal and has no "
+                "file system: embed the data in the binary (e.g. as a const array)"
+            )
         if self.settings.build_only:
             return BinaryResult(artifact=artifact)
         log_path = self.settings.build_root / spec.board.name / "logs" / f"{spec.rel}.log"

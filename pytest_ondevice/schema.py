@@ -7,6 +7,7 @@ is and what was probably meant, not surface later as a KeyError.
 from __future__ import annotations
 
 import difflib
+import math
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -17,8 +18,21 @@ class ConfigError(Exception):
 
 
 # A spec maps key -> type, tuple of allowed strings, or a nested spec dict.
-# Types: str, int, float (int accepted), bool, list (of str), "table" (free-form dict).
+# Types: str, int, float (int accepted), bool, list (of str), "table" (free-form dict),
+# SECONDS (a finite number > 0: a timeout of 0, -5 or nan would never or always strike).
 Spec = dict[str, Any]
+SECONDS = "seconds"
+
+
+def seconds(value: Any) -> float:
+    """A timeout as a float, or ValueError saying why not (also for "abc", 0, -5, nan, inf)."""
+    try:
+        number = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError):
+        raise ValueError(f"must be a number of seconds, not {value!r}") from None
+    if not math.isfinite(number) or number <= 0:
+        raise ValueError(f"must be a number of seconds > 0, not {value!r}")
+    return number
 
 
 def load_toml(path: Path) -> dict[str, Any]:
@@ -55,6 +69,13 @@ def _check_value(value: Any, kind: Any, path: Path, dotted: str) -> None:
     elif isinstance(kind, tuple):
         if value not in kind:
             raise ConfigError(f"{path}: '{dotted}' must be one of {', '.join(kind)}, not {value!r}")
+    elif kind == SECONDS:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{path}: '{dotted}' must be a number, not {_tname(value)}")
+        try:
+            seconds(value)
+        except ValueError as e:
+            raise ConfigError(f"{path}: '{dotted}' {e}") from None
     elif kind == "table":
         if not isinstance(value, dict):
             raise ConfigError(f"{path}: '{dotted}' must be a table, not {_tname(value)}")

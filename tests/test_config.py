@@ -99,6 +99,7 @@ def test_dirconfig_source_glob_matching_nothing_is_an_error(tmp_path):
 
 def test_dirconfig_per_file_override(tmp_path):
     write(tmp_path / "lib" / "k.c", "int k;\n")
+    write(tmp_path / "slow_test.c", "")
     cfg = write(
         tmp_path / "ondevice.toml",
         'sources = ["lib/*.c"]\ndefines = ["A=1"]\ntimeout = 10\n'
@@ -153,3 +154,158 @@ def test_transports_are_installed_under_the_plugin_package():
         cwd="/",
     )
     assert proc.stdout.split() == ["True", "True"]
+
+
+# -- typos are errors naming the file and the key (issue 17, configuration input) --------
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "nan", "inf", "-inf"])
+def test_a_board_timeout_must_be_a_finite_number_of_seconds_above_zero(tmp_path, value):
+    path = write(tmp_path / "t.toml", f'extends = "host"\ntimeout = {value}\n')
+    with pytest.raises(ConfigError, match=r"'timeout' must be a number of seconds > 0") as e:
+        BoardRegistry([tmp_path]).get("t")
+    assert str(path) in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "text, key",
+    [
+        ("timeout = 0\n", "'timeout'"),
+        ("timeout = -5\n", "'timeout'"),
+        ("timeout = nan\n", "'timeout'"),
+        ('[files."x_test.c"]\ntimeout = -1\n', "'files.x_test.c.timeout'"),
+        ('[files."x_test.c"]\ntimeout = inf\n', "'files.x_test.c.timeout'"),
+    ],
+)
+def test_a_dirconfig_timeout_must_be_a_finite_number_of_seconds_above_zero(tmp_path, text, key):
+    write(tmp_path / "x_test.c", "")
+    cfg = write(tmp_path / "ondevice.toml", text)
+    with pytest.raises(ConfigError, match=rf"{key} must be a number of seconds > 0") as e:
+        load(cfg, tmp_path)
+    assert str(cfg) in str(e.value)
+
+
+def test_a_good_timeout_is_kept(tmp_path):
+    write(tmp_path / "x_test.c", "")
+    cfg = write(tmp_path / "ondevice.toml", 'timeout = 0.5\n[files."x_test.c"]\ntimeout = 3\n')
+    assert load(cfg, tmp_path).for_file(tmp_path / "x_test.c").timeout == 3
+    write(tmp_path / "b" / "t.toml", 'extends = "host"\ntimeout = 2\n')
+    assert BoardRegistry([tmp_path / "b"]).get("t").timeout == 2
+
+
+def test_an_include_dir_that_does_not_exist_names_file_and_entry(tmp_path):
+    (tmp_path / "inc").mkdir()
+    cfg = write(tmp_path / "ondevice.toml", 'include_dirs = ["inc", "incl"]\n')
+    with pytest.raises(ConfigError, match=r"'include_dirs' entry 'incl' does not exist") as e:
+        load(cfg, tmp_path)
+    assert str(cfg) in str(e.value)
+    write(tmp_path / "x_test.c", "")
+    write(tmp_path / "plain", "")
+    cfg = write(tmp_path / "ondevice.toml", '[files."x_test.c"]\ninclude_dirs = ["plain"]\n')
+    load.cache_clear()
+    with pytest.raises(ConfigError, match=r"'files.x_test.c.include_dirs' entry 'plain' is not a directory"):
+        load(cfg, tmp_path)
+
+
+def test_a_per_file_override_naming_no_file_is_an_error(tmp_path):
+    write(tmp_path / "kernels" / "slow_test.c", "")
+    cfg = write(tmp_path / "ondevice.toml", '[files."slwo_test.c"]\ntimeout = 9\n')
+    with pytest.raises(ConfigError, match=r"\[files.'slwo_test.c'\] names no file") as e:
+        load(cfg, tmp_path)
+    assert str(cfg) in str(e.value)
+    for name in ("slow_test.c", "kernels/slow_test.c"):  # by name anywhere below, or by path
+        cfg.write_text(f'[files."{name}"]\ntimeout = 9\n')
+        load.cache_clear()
+        assert load(cfg, tmp_path).for_file(tmp_path / "kernels" / "slow_test.c").timeout == 9
+    cfg.write_text('[files."slow_test.c/x"]\ntimeout = 9\n')
+    load.cache_clear()
+    with pytest.raises(ConfigError, match=r"names no file"):
+        load(cfg, tmp_path)
+
+
+def test_an_unknown_transport_key_names_file_and_key(tmp_path):
+    path = write(tmp_path / "q.toml", 'extends = "bluepill-qemu"\n[transport]\nmachin = "x"\n')
+    with pytest.raises(ConfigError) as e:
+        BoardRegistry([tmp_path]).get("q")
+    assert str(path) in str(e.value)
+    assert "unknown key 'transport.machin' (did you mean 'transport.machine'?)" in str(e.value)
+    write(tmp_path / "s.toml", 'kind="linux"\narch="x"\n[transport]\nname="ssh"\nhots="pi"\n')
+    with pytest.raises(ConfigError, match=r"s.toml: unknown key 'transport.hots' \(did you mean 'transport.host'\?\)"):
+        BoardRegistry([tmp_path]).get("s")
+    write(tmp_path / "e.toml", 'extends = "rpi"\n[emulator]\nsysrot = "/x"\n')
+    with pytest.raises(ConfigError, match=r"e.toml: unknown key 'emulator.sysrot' \(did you mean 'emulator.sysroot'\?\)"):
+        BoardRegistry([tmp_path]).get("e")
+
+
+def test_transport_keys_are_checked_against_the_transport_in_effect(tmp_path):
+    # the rpi's ssh keys (host, device_jobs) are inherited, not written here: no error
+    write(tmp_path / "local-pi.toml", 'extends = "rpi"\n[transport]\nname = "local"\n')
+    assert BoardRegistry([tmp_path]).get("local-pi").transport_name == "local"
+    # a transport this version does not have: its keys are its own business
+    write(tmp_path / "swd2.toml", 'extends = "efm32"\n[transport]\nprobe = "x"\n')
+    assert BoardRegistry([tmp_path]).get("swd2").transport["probe"] == "x"
+
+
+def test_every_key_a_builtin_transport_reads_is_declared():
+    """The declared keys follow the code: a key read but not declared would make its boards
+    fail to load; one declared but never read would let a typo through."""
+    import re
+
+    from pytest_ondevice.transports import BUILTIN, BUILTIN_KEYS
+
+    src = Path(__file__).resolve().parent.parent / "transports"
+    pattern = re.compile(r"""(?:options|\bo)(?:\.get\(|\[)\s*["']([a-z_]+)["']|["']([a-z_]+)["'] in (?:self\.options|o)\b""")
+    modules = {"local": "local", "qemu-system": "qemu", "qemu-user": "qemu", "ssh": "ssh", "renode": "renode"}
+    assert set(modules) == set(BUILTIN) == set(BUILTIN_KEYS)
+    read: dict[str, set[str]] = {}
+    for module in set(modules.values()):
+        text = (src / f"{module}.py").read_text()
+        read[module] = {a or b for a, b in pattern.findall(text)}
+    for name, module in modules.items():
+        assert BUILTIN_KEYS[name] <= read[module], name
+    qemu = BUILTIN_KEYS["qemu-system"] | BUILTIN_KEYS["qemu-user"]
+    assert read["qemu"] == qemu and read["ssh"] == BUILTIN_KEYS["ssh"] and read["renode"] == BUILTIN_KEYS["renode"]
+
+
+def test_a_broken_board_file_does_not_hide_the_board_asked_for(tmp_path):
+    broken = write(tmp_path / "broken.toml", "kind = \n")
+    write(tmp_path / "mine.toml", 'extends = "hots"\n')
+    reg = BoardRegistry([tmp_path])
+    with pytest.raises(ConfigError) as e:
+        reg.get("rpii")
+    assert "unknown board 'rpii' (did you mean 'rpi'?)" in str(e.value) and str(broken) not in str(e.value)
+    with pytest.raises(ConfigError) as e:
+        reg.get("mine")
+    assert "mine.toml: 'extends': unknown board 'hots' (did you mean 'host'?)" in str(e.value)
+    assert str(broken) not in str(e.value)
+    assert reg.get("host").name == "host"
+    with pytest.raises(ConfigError, match=r"broken.toml: not valid TOML"):
+        reg.get("broken")
+
+
+def test_the_board_list_shows_a_broken_file_and_fails(tmp_path):
+    import io
+
+    from pytest_ondevice.cli import print_boards
+
+    write(tmp_path / "broken.toml", "kind = \n")
+    out = io.StringIO()
+    assert print_boards(BoardRegistry([tmp_path]), out) == 1
+    lines = out.getvalue().splitlines()
+    assert any(line.startswith("host ") and "local (ready)" in line for line in lines)
+    assert any(line.split()[:4] == ["broken", "-", "-", "invalid"] for line in lines)
+    assert f"error: {tmp_path / 'broken.toml'}: not valid TOML" in out.getvalue()
+
+
+def test_a_run_without_a_board_imports_nothing_heavy():
+    """Start-up cost for repositories that merely have the plugin installed."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, pytest_ondevice.plugin as p; "
+        "heavy = [m for m in sys.modules if m.startswith('pytest_ondevice.') and m not in "
+        "('pytest_ondevice.plugin', 'pytest_ondevice.keys')]; print(heavy)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -28,6 +28,42 @@ BUILTIN = {
     "renode": "pytest_ondevice.transports.renode:RenodeTransport",
 }
 
+# The board-file keys each built-in transport reads from its [transport] (or [emulator])
+# table, beside `name`; any other key is a typo, reported with file and key. Declared here
+# rather than on the classes so that checking a board file imports no transport (ssh pulls
+# in paramiko). A third-party transport declares its own as the class attribute `keys`.
+COMMON_KEYS = frozenset({"name", "device_jobs"})
+BUILTIN_KEYS: dict[str, frozenset[str]] = {
+    "local": frozenset(),
+    "qemu-system": frozenset({"binary", "machine", "cpu", "output", "icount_shift", "extra_args"}),
+    "qemu-user": frozenset({"binary", "sysroot", "cpu"}),
+    "ssh": frozenset(
+        {
+            "host",
+            "scratch_root",
+            "cache_entries",
+            "connect_timeout",
+            "sftp_timeout",
+            "exec_wrapper",
+            "ssh_config",  # also the ini option ondevice_ssh_config
+            "accept_new_host_keys",  # also ondevice_ssh_accept_new_host_keys
+        }
+    ),
+    "renode": frozenset(
+        {
+            "platform",
+            "script",
+            "output",
+            "cpu",
+            "terminal_port",
+            "virtual_timeout",
+            "monitor_timeout",
+            "start_timeout",
+            "renode",  # also the ini option ondevice_renode
+        }
+    ),
+}
+
 
 class InfrastructureError(Exception):
     """The device or the way to it failed (down, refused, dropped): not the test's fault."""
@@ -49,6 +85,7 @@ class Transport(ABC):
     """Open once per session, deploy and run many binaries, close at the end."""
 
     name: str = ""
+    keys: frozenset[str] | None = None  # board-file keys it reads (None: not declared, not checked)
 
     def __init__(self, board: Any, device: str | None, options: dict[str, Any]) -> None:
         self.board = board
@@ -93,6 +130,18 @@ def status(table: dict[str, Any]) -> str:
     except InfrastructureError:
         return "not available in this version"
     return cls.status({k: v for k, v in table.items() if k != "name"})
+
+
+def accepted_keys(name: str) -> frozenset[str] | None:
+    """The keys a board's table for this transport may hold; None when they are not known
+    (a transport that declares none, or one this version does not have)."""
+    if name in BUILTIN_KEYS:
+        return COMMON_KEYS | BUILTIN_KEYS[name]
+    try:
+        declared = load(name).keys
+    except Exception:  # unknown or broken: reported when the transport is used
+        return None
+    return None if declared is None else COMMON_KEYS | frozenset(declared)
 
 
 def load(name: str) -> type[Transport]:
