@@ -15,6 +15,7 @@ from .bench import key as bench_key
 from .devlog import describe_end
 from .discover import Case, device_names, find_cases
 from .failure import CaseFailureRepr
+from .keys import BASELINE_KEY, SESSION_KEY, selected_boards
 from .protocol import Outcome, Verdict
 from .runner import BinaryResult, BinarySpec, OnDeviceSession
 
@@ -36,16 +37,12 @@ class DeviceInfrastructureError(Exception):
 
 
 def _session(node: pytest.Node) -> OnDeviceSession:
-    from .plugin import SESSION_KEY
-
     return node.config.stash[SESSION_KEY]
 
 
 class OnDeviceFile(pytest.File):
     def collect(self):
         session = _session(self)
-        from .plugin import selected_boards
-
         text = self.path.read_text(encoding="utf-8", errors="replace")
         # No visible case (all made by a macro): one item still builds and runs the binary,
         # and every case the device prints is reported; a file is never silently dropped.
@@ -78,10 +75,6 @@ def _rel(path: Path, root: Path) -> str:
         return path.resolve().relative_to(root.resolve()).as_posix()
     except ValueError:
         return path.name
-
-
-# --bench-compare: the baseline's records by bench key, and the slowdown threshold in %
-BASELINE_KEY = pytest.StashKey["tuple[dict[str, dict], float] | None"]()
 
 
 # (board, source) -> the item whose report shows the binary's build error in full

@@ -1,0 +1,211 @@
+"""The session plugin, registered when a board is selected: settings from options and
+ini, collection of C/C++ test sources, the build before the first test, reports."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from . import store
+from .benchreport import BenchReport, load_baseline
+from .items import DeviceInfrastructureError, OnDeviceFile
+from .keys import BASELINE_KEY, SESSION_KEY, selected_boards
+from .plugin import registry
+from .runner import OnDeviceSession, Settings
+from .schema import ConfigError
+
+
+def activate(config: pytest.Config) -> None:
+    """Build the session from options and ini; register the hooks that use it."""
+    boards = selected_boards(config)
+    config.pluginmanager.register(BenchReport(config), "ondevice-bench-report")
+    config.stash[BASELINE_KEY] = load_baseline(config)
+    reg = registry(config)
+    try:
+        for name in boards:
+            reg.get(name)
+    except ConfigError as e:
+        raise pytest.UsageError(str(e)) from None
+    ini_timeout = config.getini("ondevice_timeout")
+    try:
+        cache_size = store.parse_size(config.getini("ondevice_cache_size"))
+    except ValueError as e:
+        raise pytest.UsageError(f"ondevice_cache_size: {e}") from None
+    try:
+        log_max = store.parse_size(config.getini("ondevice_log_max"))
+    except ValueError as e:
+        raise pytest.UsageError(f"ondevice_log_max: {e}") from None
+    settings = Settings(
+        rootdir=config.rootpath,
+        build_root=_ini_path(config, "ondevice_build_dir") or config.rootpath / ".ondevice" / "build",
+        cache_dir=_ini_path(config, "ondevice_cache_dir", "ONDEVICE_CACHE_DIR") or store.default_dir(),
+        cache_max_size=cache_size,
+        log_max=log_max,
+        jobs=config.getoption("build_jobs") or os.cpu_count() or 2,
+        device=config.getoption("device"),
+        cli_timeout=config.getoption("device_timeout"),
+        ini_timeout=float(ini_timeout) if ini_timeout else None,
+        build_only=config.getoption("build_only"),
+        defines=("ONDEVICE_BENCH_DISABLE=1",) if config.getoption("bench_disable") else (),
+        retries=int(config.getini("ondevice_retries")),
+        transport_options=_transport_options(config),
+    )
+    live = None
+    if config.getoption("device_log") == "live" or config.getoption("capture") == "no":
+        live = _live_writer(config)
+    try:
+        session = config.stash[SESSION_KEY] = OnDeviceSession(settings, reg, live)
+    except store.CacheError as e:
+        raise pytest.UsageError(str(e)) from None
+    if _runs_tests_here(config):  # connect while pytest collects and checks the build cache
+        session.connect([reg.get(name) for name in boards])
+    config.pluginmanager.register(OnDevicePlugin(), "ondevice-session")
+    config.addinivalue_line("markers", "ondevice: a C/C++ test case run on a device")
+    config.addinivalue_line("markers", "bench: a C/C++ test case that measures latency (ONDEVICE_BENCH)")
+
+
+def _ini_path(config: pytest.Config, name: str, env: str | None = None) -> Path | None:
+    """A directory option: the environment wins, a relative ini value is relative to the ini
+    file (not to wherever pytest was started, which would make a second cache)."""
+    value = (os.environ.get(env) if env else None) or config.getini(name)
+    if not value:
+        return None
+    base = config.inipath.parent if config.inipath else config.rootpath
+    return (base / os.path.expanduser(value)).resolve()
+
+
+def _runs_tests_here(config: pytest.Config) -> bool:
+    """False for --collect-only, --build-only and an xdist controller (its workers run the tests)."""
+    if config.getoption("collectonly") or config.getoption("build_only"):
+        return False
+    is_controller = bool(getattr(config.option, "numprocesses", None)) and not hasattr(config, "workerinput")
+    return not is_controller
+
+
+def _transport_options(config: pytest.Config) -> dict:
+    options: dict = {}
+    if config.getini("ondevice_ssh_config"):
+        options["ssh_config"] = str(config.rootpath / config.getini("ondevice_ssh_config"))
+    if config.getini("ondevice_ssh_accept_new_host_keys"):
+        options["accept_new_host_keys"] = True
+    if config.getini("ondevice_renode"):
+        options["renode"] = config.getini("ondevice_renode")
+    return options
+
+
+def _live_writer(config: pytest.Config):
+    def write(line: str) -> None:
+        tr = config.pluginmanager.get_plugin("terminalreporter")
+        capman = config.pluginmanager.get_plugin("capturemanager")
+        if tr is None:
+            return
+        if capman is not None:
+            with capman.global_and_fixture_disabled():
+                tr.write_line(line)
+        else:
+            tr.write_line(line)
+
+    return write
+
+
+class BuildProgress:
+    """On a terminal, one line rewritten in place (done of asked, current file); in a CI log,
+    a line every LOG_EVERY seconds and one at the end; nothing for a warm rerun."""
+
+    QUIET_FOR = 2.0  # seconds: a build shorter than this shows nothing
+    LOG_EVERY = 15.0  # seconds between lines in a CI log
+
+    def __init__(self, tr, builder) -> None:
+        self.tr = tr
+        self.builder = builder
+        self.started = time.monotonic()
+        self.shown = False
+        self.logged = -self.LOG_EVERY
+
+    def __call__(self, finished: bool) -> None:
+        done, asked, current = self.builder.progress()
+        elapsed = time.monotonic() - self.started
+        if not self.shown and (finished or elapsed < self.QUIET_FOR):
+            return
+        if finished:
+            line = f"ondevice: {asked} objects built or checked in {elapsed:.0f} s"
+            if self.tr.isatty():
+                self.tr.rewrite(line, erase=True)
+                self.tr.write_line("")
+            else:
+                self.tr.write_line(line)
+        elif self.tr.isatty():
+            self.tr.rewrite(f"ondevice: building {done} of {asked} objects ({current})"[:119], erase=True)
+        elif elapsed - self.logged >= self.LOG_EVERY:
+            self.tr.write_line(f"ondevice: building, {done} of {asked} objects so far ({current})")
+            self.logged = elapsed
+        self.shown = True
+
+
+class OnDevicePlugin:
+    """The hooks of a session with a board: registered by activate(), so a plain pytest run
+    never calls them."""
+
+    def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+        session = parent.config.stash.get(SESSION_KEY, None)
+        if session is None:
+            return None
+        patterns = parent.config.getini("ondevice_files").split()
+        if not any(fnmatch.fnmatch(file_path.name, p) for p in patterns):
+            return None
+        return OnDeviceFile.from_parent(parent, path=file_path)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        ondevice = session.config.stash.get(SESSION_KEY, None)
+        if ondevice is None or hasattr(session.config, "workerinput"):
+            return  # xdist workers build on demand: they do not know their share yet
+        specs = {}
+        for item in session.items:
+            spec = getattr(item, "spec", None)
+            if spec is not None:
+                specs[spec.key] = spec
+        if session.config.getoption("collectonly"):
+            return  # listing tests builds nothing
+        ondevice.prebuild(list(specs.values()))
+        if ondevice.live is None and _runs_tests_here(session.config):
+            ondevice.run_ahead(list(specs.values()))  # live output stays in step with the items
+        tr = session.config.pluginmanager.get_plugin("terminalreporter")
+        if tr is not None and specs:
+            ondevice.wait_for_builds(BuildProgress(tr, ondevice.builder))
+
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        if not config.getoption("bench_only", False):
+            return
+        keep = [i for i in items if i.get_closest_marker("bench") is not None]
+        config.hook.pytest_deselected(items=[i for i in items if i.get_closest_marker("bench") is None])
+        items[:] = keep
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
+        report = yield
+        if call.excinfo is not None and isinstance(call.excinfo.value, DeviceInfrastructureError):
+            report.longrepr = str(call.excinfo.value)  # the cause, not a traceback of our plumbing
+        return report
+
+    def pytest_terminal_summary(self, terminalreporter, config: pytest.Config) -> None:
+        ondevice = config.stash.get(SESSION_KEY, None)
+        if ondevice is None:
+            return
+        stats = ondevice.builder.stats
+        if stats.compiled or stats.reused or stats.linked or stats.link_reused:
+            deploy = ""
+            if ondevice.pushed or ondevice.push_skipped:
+                deploy = f"; {ondevice.pushed} pushed, {ondevice.push_skipped} already on the device"
+            terminalreporter.write_line(
+                f"ondevice build: {ondevice.builder.summary()}; {ondevice.runs} binaries run{deploy}; "
+                f"logs in {ondevice.settings.build_root}"
+            )
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        ondevice = config.stash.get(SESSION_KEY, None)
+        if ondevice is not None:
+            ondevice.close()

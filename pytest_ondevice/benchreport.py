@@ -1,0 +1,91 @@
+"""Latency records across the run: the end-of-run table, --bench-json, --bench-save and
+the --bench-compare baseline."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from . import bench, toolchain
+from .plugin import registry
+
+
+def bench_dir(config: pytest.Config) -> Path:
+    return config.rootpath / ".ondevice" / "benchmarks"
+
+
+def load_baseline(config: pytest.Config) -> tuple[dict[str, dict], float] | None:
+    name = config.getoption("bench_compare")
+    if not name:
+        return None
+    try:
+        threshold = bench.parse_threshold(config.getoption("bench_fail"))
+    except ValueError as e:
+        raise pytest.UsageError(str(e)) from None
+    path = bench_dir(config) / f"{name}.json"
+    if not path.is_file():
+        saved = sorted(p.stem for p in bench_dir(config).glob("*.json"))
+        raise pytest.UsageError(
+            f"--bench-compare={name}: no baseline {path} (saved: {', '.join(saved) or 'none'}; "
+            f"store one with --bench-save={name})"
+        )
+    records = json.loads(path.read_text())["records"]
+    return {bench.key(r): r for r in records}, threshold
+
+
+class BenchReport:
+    """Latency records from the reports (on an xdist controller they come from the workers):
+    the end-of-run table and --bench-json."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.rows: list[dict] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "call":
+            self.rows.extend(json.loads(value) for name, value in report.user_properties if name == "ondevice_bench")
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if not self.rows:
+            return
+        terminalreporter.section("ondevice bench")
+        for line in bench.table(self.rows):
+            terminalreporter.write_line(line)
+        path, name = self.config.getoption("bench_json"), self.config.getoption("bench_save")
+        if not (path or name):
+            return
+        text = json.dumps(self._document(), indent=2) + "\n"
+        if path:
+            _write(Path(path), text)
+            terminalreporter.write_line(f"bench records written to {path}")
+        if name:
+            saved = bench_dir(self.config) / f"{name}.json"
+            _write(saved, text)
+            terminalreporter.write_line(f"bench baseline saved as {name} ({saved})")
+
+    def _document(self) -> dict:
+        """The records with what produced them: device, and each board's toolchain and flags."""
+        reg = registry(self.config)
+        boards = {}
+        for name in sorted({r["board"] for r in self.rows}):
+            board = reg.get(name)
+            try:
+                tc = toolchain.resolve(board)
+                compiler = {"kind": tc.kind, "cc": tc.description, "identity": tc.identity}
+            except toolchain.ToolchainError as e:
+                compiler = {"error": str(e)}
+            boards[name] = {
+                "clock_hz": board.clock_hz,
+                "toolchain": compiler,
+                "cflags": list(board.toolchain.cflags),
+                "cxxflags": list(board.toolchain.cxxflags),
+                "ldflags": list(board.toolchain.ldflags),
+            }
+        return {"device": self.config.getoption("device"), "boards": boards, "records": self.rows}
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)

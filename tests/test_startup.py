@@ -1,0 +1,17 @@
+"""A repository that merely has the plugin installed pays (almost) nothing for it."""
+
+from __future__ import annotations
+
+
+def test_a_run_without_a_board_imports_nothing_heavy():
+    """Start-up cost for repositories that merely have the plugin installed."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, pytest_ondevice.plugin as p; "
+        "heavy = [m for m in sys.modules if m.startswith('pytest_ondevice.') and m not in "
+        "('pytest_ondevice.plugin', 'pytest_ondevice.keys')]; print(heavy)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
