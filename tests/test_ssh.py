@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -14,7 +16,7 @@ import fabric  # noqa: F401
 import paramiko  # noqa: F401
 import pytest
 from conftest import build_report
-from support.sshd import Sshd, disable_binfmt, enable_binfmt
+from support.sshd import BinfmtLease, Sshd, new_account, remove_account
 
 pytestmark = pytest.mark.slow
 
@@ -23,18 +25,35 @@ pytestmark = pytest.mark.slow
 def board_for_device():
     """`rpi` itself when the device can exec aarch64 ELF files (binfmt_misc); otherwise our
     documented fallback: the same board with qemu-aarch64 as its exec_wrapper."""
-    if enable_binfmt():
-        yield "rpi", ""
-        disable_binfmt()
-    else:
-        yield "rpi-wrapped", 'extends = "rpi"\n[transport]\nexec_wrapper = "qemu-aarch64"\n'
+    with BinfmtLease() as binfmt:  # shared with other xdist workers: the last one removes it
+        if binfmt:
+            yield "rpi", ""
+        else:
+            yield "rpi-wrapped", 'extends = "rpi"\n[transport]\nexec_wrapper = "qemu-aarch64"\n'
 
 
 @pytest.fixture
-def sshd():
+def accounts():
+    """Make device accounts for one test; at its end their processes are killed and they are removed."""
+    made: list[str] = []
+
+    def make(shell: str = "/bin/sh") -> str:
+        if os.geteuid() != 0:
+            pytest.skip("device accounts of their own need root")
+        made.append(new_account(shell))
+        return made[-1]
+
+    yield make
+    for name in made:
+        remove_account(name)
+
+
+@pytest.fixture
+def sshd(accounts):
+    """A device of its own per test (its own account, so its own cache): tests run under -n 8."""
     # not under pytest's 0700 tmp tree: sshd reads authorized_keys as the device user
     root = Path(tempfile.mkdtemp(prefix="ondevice-sshd-"))
-    server = Sshd.create(root).start()
+    server = Sshd.create(root, user=accounts() if os.geteuid() == 0 else None).start()
     yield server
     server.kill()
     shutil.rmtree(root, ignore_errors=True)
@@ -48,14 +67,41 @@ def pi(project, sshd, board_for_device):
         "[pytest]",
         f"ondevice_build_dir = {project.path / '_build'}",
         f"ondevice_ssh_config = {sshd.ssh_config}",
+        "ondevice_boards = boards",
     ]
     if board_file:
         project.write(f"boards/{board}.toml", board_file)
-        lines.append("ondevice_boards = boards")
     project.pytester.makeini("\n".join(lines) + "\n")
     project.sshd = sshd
     project.board = board
     return project
+
+
+def variant(pi, name: str, transport: str) -> str:
+    """A board file extending the device's board with more [transport] keys."""
+    pi.write(f"boards/{name}.toml", f'extends = "{pi.board}"\n[transport]\n{transport}\n')
+    return name
+
+
+def home(pi) -> Path:
+    return Path(os.path.expanduser(f"~{pi.sshd.user}"))
+
+
+def device_cache(pi) -> Path:
+    return home(pi) / ".cache/pytest-ondevice"
+
+
+def wait_until(check, timeout: float = 10.0, what: str = "condition") -> None:
+    """Poll with a deadline instead of sleeping a fixed time."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: still not true after {timeout} s")
+        time.sleep(0.05)
+
+
+def gone(pi, name: str, timeout: float = 10.0) -> None:
+    wait_until(lambda: name not in pi.sshd.ps(), timeout, f"{name} still runs on the device:\n{pi.sshd.ps()}")
 
 
 def run(pi, *args):
@@ -74,13 +120,13 @@ def test_examples_pass_over_ssh_and_rerun_pushes_nothing(pi):
     again.assert_outcomes(passed=8)
     again.stdout.fnmatch_lines(["*0 pushed, 2 already on the device*"])
     assert build_report(again)["compiled"] == 0
-    # the sessions' scratch dirs are gone; the hash-named cache stays
-    assert _scratch_dirs(pi) == before
-    assert len(list(Path(f"/tmp/ondevice-cache-{pi.sshd.user}").iterdir())) >= 2
+    # the sessions' scratch dirs are gone; the hash-named cache stays, in the device user's home
+    assert _scratch_dirs(pi) == before == set()
+    assert len(list((device_cache(pi) / "bin").iterdir())) >= 2
 
 
 def _scratch_dirs(pi) -> set[str]:
-    return {p.name for p in Path("/tmp").glob("ondevice-session.*") if p.owner() == pi.sshd.user}
+    return {p.name for p in (device_cache(pi) / "sessions").glob("*")}
 
 
 CASES = """
@@ -149,8 +195,7 @@ def test_hang_is_killed_with_its_children_and_nothing_is_left_on_the_device(pi):
     assert time.monotonic() - start < 30
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*timed out after 2s while this case was running*"])
-    time.sleep(0.3)
-    assert "hang_test" not in pi.sshd.ps(), "the hung binary or its child survived on the device"
+    gone(pi, "hang_test")
 
 
 def test_sshd_killed_mid_run_is_an_error_not_a_failure(pi):
@@ -164,8 +209,6 @@ def test_sshd_killed_mid_run_is_an_error_not_a_failure(pi):
         TF_LITE_MICRO_TESTS_END
         """,
     )
-    import threading
-
     def kill_when_started():
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and "slow_test" not in pi.sshd.ps():
@@ -202,8 +245,6 @@ def test_dropped_connection_is_retried_once_on_a_fresh_connection(pi):
         TF_LITE_MICRO_TESTS_END
         """,
     )
-    import threading
-
     def drop_once():
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and not marker.exists():  # the first attempt is under way
@@ -216,8 +257,7 @@ def test_dropped_connection_is_retried_once_on_a_fresh_connection(pi):
     dropper.join()
     result.assert_outcomes(passed=1)
     assert marker.exists()
-    time.sleep(0.3)
-    assert "slow_test" not in pi.sshd.ps(), "the first attempt's process was left running"
+    gone(pi, "slow_test")
     shutil.rmtree(marker.parent)
 
 
@@ -240,7 +280,8 @@ def test_changed_host_key_is_refused_with_the_fix(pi, tmp_path):
     pi.write("cases_test.c", CASES)
     result = run(pi)
     result.assert_outcomes(errors=3)
-    result.stdout.fnmatch_lines(["*host key has CHANGED*ssh-keygen -R*"])
+    # the known_hosts entry of a device on another port than 22 is `[host]:port`
+    result.stdout.fnmatch_lines([f"*host key has CHANGED*ssh-keygen -R '[[]127.0.0.1[]]:{pi.sshd.port}' -f *"])
 
 
 def test_unknown_host_is_refused_unless_accept_new_is_set(pi):
@@ -291,22 +332,17 @@ def small_disk():
 
 
 def test_disk_full_on_push_is_an_error_naming_the_free_space(pi, small_disk):
-    base = pi.board
-    pi.write("boards/rpi-small.toml", f'extends = "{base}"\n[transport]\nscratch_root = "{small_disk}"\n')
-    ini = (pi.path / "tox.ini").read_text()
-    if "ondevice_boards" not in ini:
-        (pi.path / "tox.ini").write_text(ini.rstrip("\n") + "\nondevice_boards = boards\n")
+    variant(pi, "rpi-small", f'scratch_root = "{small_disk}"')
     pi.write("cases_test.c", CASES)
     result = pi.run(f"--device={pi.sshd.alias}", board="rpi-small")
     result.assert_outcomes(errors=3)
-    result.stdout.fnmatch_lines([f"*pushing cases_test.c.elf failed*KiB free in {small_disk} on the device*"])
-    assert not list(small_disk.glob("ondevice-cache-*/*"))  # no partial binary left taking the room
-    assert not list(small_disk.glob("ondevice-session.*"))  # the session's scratch dir is gone
+    result.stdout.fnmatch_lines([f"*pushing cases_test* failed*KiB free in {small_disk}/ondevice-* on the device*"])
+    assert not list(small_disk.glob("ondevice-*/bin/*"))  # no partial binary left taking the room
+    assert not list(small_disk.glob("ondevice-*/sessions/*"))  # the session's scratch dir is gone
 
 
 def test_many_binaries_pushed_ahead_and_run_two_at_a_time(pi):
     """Pushes overlap the runs and two binaries run at once: every verdict still lands on its own item."""
-    shutil.rmtree(f"/tmp/ondevice-cache-{pi.sshd.user}", ignore_errors=True)  # a fresh device
     for i in range(8):
         pi.write(
             f"k{i}_test.c",

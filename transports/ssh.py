@@ -18,6 +18,7 @@ import re
 import secrets
 import shlex
 import socket
+import stat
 import threading
 import time
 from collections.abc import Sequence
@@ -26,9 +27,8 @@ from typing import Any
 
 from pytest_ondevice.protocol import RunEnd
 
-from . import Deployed, InfrastructureError, OnBytes, Transport
+from . import Deployed, InfrastructureError, OnBytes, Transport, device_cache
 
-DEFAULT_SCRATCH_ROOT = "/tmp"
 DEFAULT_CACHE_ENTRIES = 64
 CONNECT_TIMEOUT = 10.0
 SFTP_TIMEOUT = 60.0  # a device that stops answering mid-push is an error, not a hang
@@ -37,6 +37,12 @@ READ_SIZE = 65536
 
 class ConnectionLost(InfrastructureError):
     """The connection dropped mid-run: worth one more try on a fresh connection."""
+
+    retryable = True
+
+
+class CacheEntryLost(InfrastructureError):
+    """A binary vanished from the device cache before it ran: pushed again on the retry."""
 
     retryable = True
 
@@ -67,6 +73,16 @@ class SshTransport(Transport):
         self._sftps: dict[str, Any] = {}  # "deploy" and "prefetch": a client is not safe to share
         self._deploy_lock = threading.Lock()  # deploys share one channel (sshd allows 10 per connection)
         self._runs = 0
+        self._verified: set[str] = set()  # cache entries whose sha256 the device confirmed this session
+        self._holds: set[str] = set()  # entries this session holds against another session's prune
+        self._running: dict[str, str] = {}  # run token -> pid file, for close()
+        self._keeper: Any = None
+        self._keeper_lock = threading.Lock()
+        self._reopen_lock = threading.Lock()
+        self._local = threading.local()
+        self._gen = 0  # connections opened so far
+        self.damaged = 0  # cached entries whose content no longer matched their name
+        self.root = ""
 
     # -- connection --------------------------------------------------------------
     def open(self) -> None:
@@ -99,7 +115,7 @@ class SshTransport(Transport):
             raise InfrastructureError(
                 f"{where}: the host key has CHANGED (known {e.expected_key.get_name()} "
                 f"{e.expected_key.fingerprint}, offered {e.key.fingerprint}); this may be an attack, or the "
-                f"device was reinstalled. If you trust it: ssh-keygen -R '{e.hostname}'"
+                f"device was reinstalled. If you trust it: ssh-keygen -R '{_key_name(e.hostname, int(conn.port))}'"
                 f"{_file_flag(known)}"
             ) from None
         except paramiko.AuthenticationException as e:
@@ -128,19 +144,80 @@ class SshTransport(Transport):
         self.conn = conn
         self.where = where
         _track_exit_signals(conn.client.get_transport())
-        self.root = self.options.get("scratch_root", DEFAULT_SCRATCH_ROOT)
-        self.cache = f"{self.root}/ondevice-cache-{conn.user}"
-        try:  # SFTP requests, not a shell command: no process is started on the device
+        try:
+            uid, home = self._start_keeper()
             sftp = self._sftp("deploy")
-            with contextlib.suppress(OSError):
-                sftp.mkdir(self.cache, 0o755)
-            self.scratch = self._make_scratch(sftp)
+            base, root = device_cache.root_for(home, conn.user, self.options.get("scratch_root"))
+            self.root = device_cache.prepare(sftp, base, root, uid)
+            self.cache = f"{self.root}/{device_cache.BIN}"
+            self.sid = secrets.token_hex(8)
+            self.scratch = f"{self.root}/{device_cache.SESSIONS}/{self.sid}"
+            q = shlex.quote
+            self._exec(  # the keeper removes this dir and ends its processes when the link goes
+                f'ondevice_S={q(self.scratch)}; ondevice_sid={self.sid}; mkdir -m 700 "$ondevice_S" '
+                f'"$ondevice_S/{device_cache.HOLDS}" && set -- $(sed "s/.*) //" /proc/$$/stat) && '
+                f'echo "$$ ${{20}}" > "$ondevice_S/.keeper"'
+            )
+            self._exec(_sweep(self.root))  # what sessions killed earlier left: processes, dirs
             # what the device already holds, listed once rather than asked per binary
-            self._held = {a.filename: a.st_size for a in sftp.listdir_attr(self.cache)}
+            self._held = {
+                a.filename: a.st_size
+                for a in sftp.listdir_attr(self.cache)
+                if device_cache.ENTRY.fullmatch(a.filename) and stat.S_ISREG(a.st_mode or 0)
+            }
+        except InfrastructureError:
+            with contextlib.suppress(Exception):
+                conn.close()
+            self.conn = None
+            raise
         except OSError as e:
-            raise InfrastructureError(f"{where}: cannot set up {self.root} on the device: {e}") from None
+            raise InfrastructureError(f"{where}: cannot set up {self.root or 'the cache'} on the device: {e}") from None
         except Exception as e:  # paramiko: SSHException or EOFError on a link that dropped
             raise ConnectionLost(f"{where}: connection lost: {e}") from None
+        self._gen += 1
+
+    def _start_keeper(self) -> tuple[int, str]:
+        """One long shell per session: runs our housekeeping, and cleans up when the link goes.
+
+        sshd does not signal a no-pty session when the connection drops, so whatever a killed
+        pytest left running would run forever; the keeper reads its stdin until EOF (which
+        sshd gives it when the connection ends), then ends every process of this session
+        and removes its dir. Our commands go through it too: one channel, and no login shell
+        (fish, nologin) ever parses them."""
+        chan = self.conn.client.get_transport().open_session()
+        chan.settimeout(float(self.options.get("connect_timeout", CONNECT_TIMEOUT)))
+        chan.exec_command(BOOT)
+        self._nonce = secrets.token_hex(6)
+        chan.sendall((KEEPER.replace("NONCE", self._nonce) + "\n").encode())
+        self._keeper = chan
+        self._keeper_buf = b""
+        try:
+            line = self._keeper_line()
+        except InfrastructureError:
+            line = ""
+        match = re.fullmatch(r"#ondevice-hello (\d+) (.*)", line)
+        if not match:
+            rest = (line + self._keeper_buf.decode(errors="replace")).strip()
+            status = chan.recv_exit_status() if chan.exit_status_ready() else "none yet"
+            raise InfrastructureError(
+                f"{self.where}: the device account cannot run sh commands (exit status {status}"
+                f"{': ' + rest if rest else ''}); give it a login shell (e.g. /bin/sh; fish and bash are fine, "
+                "nologin is not) and make sure /bin/sh exists"
+            )
+        chan.settimeout(float(self.options.get("sftp_timeout", SFTP_TIMEOUT)))
+        return int(match.group(1)), match.group(2)
+
+    def _keeper_line(self) -> str:
+        while b"\n" not in self._keeper_buf:
+            try:
+                data = self._keeper.recv(READ_SIZE)
+            except TimeoutError:
+                raise ConnectionLost(f"{self.where}: the device stopped answering") from None
+            if not data:
+                raise ConnectionLost(f"{self.where}: connection lost")
+            self._keeper_buf += data
+        line, _, self._keeper_buf = self._keeper_buf.partition(b"\n")
+        return line.decode(errors="replace")
 
     def _sftp(self, role: str) -> Any:
         """The SFTP channel for deploys or for prefetches, with a timeout on every reply."""
@@ -167,43 +244,39 @@ class SshTransport(Transport):
         else:
             client.set_missing_host_key_policy(paramiko.RejectPolicy())
 
-    def _make_scratch(self, sftp: Any) -> str:
-        """A fresh private directory, as `mktemp -d` would make it."""
-        for _ in range(10):
-            path = f"{self.root}/ondevice-session.{secrets.token_hex(4)}"
-            try:
-                sftp.mkdir(path, 0o700)
-                return path
-            except OSError:
-                if _exists(sftp, path):
-                    continue
-                raise
-        raise OSError(f"no unused name for a session directory under {self.root}")
-
     def _exec(self, command: str) -> str:
-        """A short housekeeping command; its failure is the device's, not the test's.
-
-        A bare channel, not fabric's run(): that costs ~35 ms of runner machinery per call."""
-        try:
-            chan = self.conn.client.get_transport().open_session()
-            chan.exec_command(command)
-            out = chan.makefile("rb").read()
-            err = chan.makefile_stderr("rb").read()
-            status = chan.recv_exit_status()
-            chan.close()
-        except Exception as e:  # paramiko: SSHException or OSError on a dead link
-            raise ConnectionLost(f"{self.where}: connection lost: {e}") from None
+        """A short housekeeping command, run by the keeper; its failure is the device's, not the test's."""
+        if "\n" in command:
+            raise InfrastructureError(f"{self.where}: a name with a newline cannot be used on the device: {command!r}")
+        with self._keeper_lock:
+            try:
+                self._keeper.sendall(f"{{ {command}; }} </dev/null 2>&1\n".encode())
+                lines = []
+                while True:
+                    line = self._keeper_line()
+                    if line.startswith(f"#ondevice-done {self._nonce} "):
+                        status = int(line.rsplit(" ", 1)[1])
+                        break
+                    lines.append(line)
+            except InfrastructureError:
+                raise
+            except Exception as e:  # paramiko: SSHException or OSError on a dead link
+                raise ConnectionLost(f"{self.where}: connection lost: {e}") from None
+        out = "\n".join(lines[:-1] if lines and lines[-1] == "" else lines)
         if status != 0:
-            raise InfrastructureError(f"{self.where}: `{command}` failed: {err.decode(errors='replace').strip()}")
-        return out.decode(errors="replace")
+            raise InfrastructureError(f"{self.where}: `{command}` failed (exit {status}): {out.strip()}")
+        return out
 
     # -- deploy ------------------------------------------------------------------
     def prefetch(self, artifact: Path, sha256: str) -> None:
-        """Push into the device cache on a second SFTP channel while the device runs other binaries."""
+        """Push (or verify) into the device cache on a second SFTP channel while the device runs others."""
         with contextlib.suppress(Exception):
             self._ensure_cached(self._sftp("prefetch"), artifact, sha256)
 
     def deploy(self, artifact: Path, sha256: str, data: Sequence[Path] = ()) -> Deployed:
+        self._local.gen = self._gen  # the connection this thread's errors are about (see reopen)
+        if self.conn is None:
+            raise ConnectionLost(f"{self.where}: not connected")
         cached = f"{self.cache}/{sha256}"
         run_dir = None
         try:
@@ -221,6 +294,8 @@ class SshTransport(Transport):
                         sftp.mkdir(run_dir, 0o700)
                     for path in data:  # small and test-specific: pushed every time, no cache
                         sftp.put(str(path), f"{run_dir}/{path.name}")
+        except InfrastructureError:
+            raise
         except OSError as e:
             if not self.conn.is_connected:
                 raise ConnectionLost(f"{self.where}: connection lost while pushing {artifact.name}") from None
@@ -240,18 +315,22 @@ class SshTransport(Transport):
             return ""
 
     def _ensure_cached(self, sftp: Any, artifact: Path, sha256: str) -> None:
-        """The device cache holds this content afterwards; pushed at most once per session."""
+        """The device cache holds exactly this content afterwards: pushed, or verified, once per session."""
         with self._push_lock(sha256):
             cached = f"{self.cache}/{sha256}"
-            if self._held.get(sha256) == artifact.stat().st_size:
-                if sha256 not in self._pushed and sha256 not in self._touched:
-                    sftp.utime(cached, None)  # most recently used: pruned last
-                    self._touched.add(sha256)
+            if sha256 not in self._holds:  # a live session's entries are never pruned by another
+                sftp.symlink(cached, f"{self.scratch}/{device_cache.HOLDS}/{sha256}")
+                self._holds.add(sha256)
+            if sha256 in self._pushed or sha256 in self._verified:
                 return
-            part = f"{cached}.part-{os.getpid()}-{threading.get_ident()}"
+            if self._held.get(sha256) == artifact.stat().st_size and self._verify(sha256):
+                sftp.utime(cached, None)  # most recently used: pruned last
+                self._verified.add(sha256)
+                return
+            part = f"{cached}.part-{secrets.token_hex(6)}"
             try:
                 sftp.put(str(artifact), part)  # confirm: a short write (disk full) is caught here
-                sftp.chmod(part, 0o755)
+                sftp.chmod(part, 0o700)
                 sftp.posix_rename(part, cached)
             except OSError:
                 with contextlib.suppress(Exception):
@@ -259,6 +338,19 @@ class SshTransport(Transport):
                 raise
             self._held[sha256] = artifact.stat().st_size
             self._pushed.add(sha256)
+
+    def _verify(self, sha256: str) -> bool:
+        """What an earlier session left is run only if its content is still what its name says."""
+        try:
+            out = self._exec(f"sha256sum {shlex.quote(self.cache + '/' + sha256)}")
+        except ConnectionLost:
+            raise
+        except InfrastructureError:  # no sha256sum on the device, or the file went: push it again
+            return False
+        ok = out.split()[:1] == [sha256]
+        if not ok:
+            self.damaged += 1
+        return ok
 
     def _push_lock(self, sha256: str) -> threading.Lock:
         with self._lock:
@@ -269,60 +361,49 @@ class SshTransport(Transport):
         owner = self._names.setdefault(name, sha256)
         return name if owner == sha256 else f"{name}-{sha256[:12]}"
 
-    def _prune(self) -> None:
-        keep = int(self.options.get("cache_entries", DEFAULT_CACHE_ENTRIES))
-        sftp = self._sftp("deploy")
-        entries = sorted(sftp.listdir_attr(self.cache), key=lambda a: a.st_mtime or 0, reverse=True)
-        stale = [a for a in entries if ".part-" in a.filename and time.time() - (a.st_mtime or 0) > 3600]
-        done = [a for a in entries if ".part-" not in a.filename]
-        for attr in [*done[keep:], *stale]:
-            with contextlib.suppress(OSError):
-                sftp.remove(f"{self.cache}/{attr.filename}")
-
     # -- run ---------------------------------------------------------------------
     def run(self, deployed: Deployed, args: list[str], timeout: float, on_bytes: OnBytes) -> RunEnd:
-        self._runs += 1
-        pidfile = f"{self.scratch}/.pid-{self._runs}"
-        q = shlex.quote
-        env = f"env -i PATH=/usr/local/bin:/usr/bin:/bin HOME={q(self.scratch)} TMPDIR={q(self.scratch)}"
-        wrapper = self.options.get("exec_wrapper", "")
-        command = (
-            f"cd {q(deployed.cwd or self.scratch)} && echo $$ > {q(pidfile)} && "
-            f"exec {env} {wrapper} {q(deployed.path)} {' '.join(map(q, args))}"
-        )
+        with self._lock:
+            self._runs += 1
+            pidfile = f"{self.scratch}/.pid-{self._runs}"
+        token = secrets.token_hex(8)  # in the environment of everything the binary starts (setsid too)
+        command = self._run_command(deployed, args, pidfile, token)
         transport = self.conn.client.get_transport()
         start = time.monotonic()
         try:
             chan = transport.open_session()
-            chan.set_combine_stderr(True)
-            chan.exec_command(command)
+            chan.exec_command(BOOT)
+            chan.sendall(command.encode() + b"\n")
         except Exception as e:  # paramiko raises SSHException (or OSError) on a dead transport
             raise ConnectionLost(f"{self.where}: connection lost starting the binary: {e}") from None
         chan.settimeout(0.1)
         end = RunEnd()
+        with self._lock:
+            self._running[token] = pidfile
         try:
+            eof = False
             while True:
-                try:
-                    data = chan.recv(READ_SIZE)
-                except TimeoutError:
-                    data = None
-                if data:
-                    on_bytes(data)
-                    continue
-                if data == b"":  # end of output
+                if not eof:
+                    try:
+                        data = chan.recv(READ_SIZE)
+                    except TimeoutError:
+                        data = None
+                    if data:
+                        on_bytes(data)
+                        continue
+                    eof = data == b""  # output closed: the binary may still run, until its timeout
+                if eof and chan.status_event.wait(0.1 if not chan.status_event.is_set() else 0):
                     break
-                if not transport.is_active():
+                if not transport.is_active() or (eof and chan.closed and not chan.status_event.is_set()):
                     raise ConnectionLost(f"{self.where}: connection lost while the binary ran")
                 if time.monotonic() - start > timeout:
-                    self._kill_group(pidfile)
+                    self._kill_run(pidfile, token)
                     end.timed_out = timeout
                     break
                 if self.stop.is_set():  # the session is ending: leave nothing behind
-                    self._kill_group(pidfile)
+                    self._kill_run(pidfile, token)
                     raise InfrastructureError(f"{self.where}: run stopped: the session ended")
             if end.timed_out is None:
-                if not chan.status_event.wait(5.0):
-                    raise ConnectionLost(f"{self.where}: connection lost before the binary's exit status")
                 signal_name = getattr(chan, "ondevice_exit_signal", None)
                 if signal_name:
                     end.signal = signal_name
@@ -330,52 +411,157 @@ class SshTransport(Transport):
                     raise ConnectionLost(f"{self.where}: connection lost while the binary ran")
                 else:
                     end.exit_code = chan.exit_status
+                    self._check_preflight(chan, deployed)
+                    self._kill_run(pidfile, token)  # what it left running (a daemon child) goes too
         except BaseException:
             if end.timed_out is None and transport.is_active():  # Ctrl-C or our own error: leave nothing behind
                 with contextlib.suppress(Exception):
-                    self._kill_group(pidfile)
+                    self._kill_run(pidfile, token)
             raise
         finally:
+            with self._lock:
+                self._running.pop(token, None)
             chan.close()
         end.duration = time.monotonic() - start
         return end
 
-    def reopen(self) -> None:
-        """A fresh connection; then end what the lost one was running and remove its scratch dir."""
-        old_scratch, last_pidfile = self.scratch, f"{self.scratch}/.pid-{self._runs}"
-        with contextlib.suppress(Exception):
-            self.conn.close()
-        self.conn, self.scratch, self._linked, self._sftps = None, "", set(), {}
-        self.open()
-        if old_scratch:
-            with contextlib.suppress(InfrastructureError):
-                self._kill_group(last_pidfile)
-                self._exec(f"rm -rf {shlex.quote(old_scratch)}")
+    def _run_command(self, deployed: Deployed, args: list[str], pidfile: str, token: str) -> str:
+        """One line for `sh`: checks that name what is wrong with the device, then the binary."""
+        q = shlex.quote
+        binary = q(deployed.path)
+        wrapper = _wrapper_words(self.options.get("exec_wrapper"))
+        env = (
+            f"env -i PATH={PATH} HOME={q(self.scratch)} TMPDIR={q(self.scratch)} "
+            f"ONDEVICE_SESSION={self.sid} ONDEVICE_RUN={token}"
+        )
+        checks = [
+            f"cd {q(deployed.cwd or self.scratch)} && echo $$ > {q(pidfile)} || {_pre('scratch', 125)}",
+            f"[ -f {binary} ] || {_pre('missing', 127)}",
+            f"[ -x {binary} ] || {_pre('noexec', 126)}",
+        ]
+        if wrapper:
+            checks.append(f"PATH={PATH} command -v {q(wrapper[0])} >/dev/null 2>&1 || {_pre('wrapper', 127)}")
+        words = " ".join(q(w) for w in [*wrapper, deployed.path, *args])
+        return "; ".join(checks) + f"; exec {env} {words} </dev/null 2>&1"
 
-    def _kill_group(self, pidfile: str) -> None:
+    def _check_preflight(self, chan: Any, deployed: Deployed) -> None:
+        """The checks before the exec report on stderr (the binary's own stderr goes to stdout)."""
+        err = b""
+        while chan.recv_stderr_ready():
+            err += chan.recv_stderr(READ_SIZE)
+        found = re.search(rb"#ondevice-preflight (\w+)", err)
+        if not found:
+            return
+        what = found.group(1).decode()
+        name = deployed.path.rsplit("/", 1)[-1]
+        if what == "missing":  # pruned or deleted under us: push it again and retry
+            self._held.pop(deployed.sha256, None)
+            self._pushed.discard(deployed.sha256)
+            self._verified.discard(deployed.sha256)
+            raise CacheEntryLost(f"{self.where}: {name} vanished from the device cache ({self.cache}) before it ran")
+        wrapper = self.options.get("exec_wrapper")
+        raise InfrastructureError(
+            {
+                "noexec": f"{self.where}: the device cannot execute {name}: {self.root} is not executable there "
+                "(a file system mounted noexec?); set scratch_root in the board's [transport] to a directory on "
+                "a file system that allows exec",
+                "wrapper": f"{self.where}: the exec_wrapper {wrapper!r} is not on the device (PATH={PATH}); "
+                "install it there or fix exec_wrapper in the board's [transport]",
+                "scratch": f"{self.where}: the session dir {self.scratch} is gone on the device",
+            }.get(what, f"{self.where}: cannot run {name}: {what}")
+        )
+
+    def _kill_run(self, pidfile: str, token: str) -> None:
+        """The binary's process group, and every process carrying its token (a setsid() child too)."""
         q = shlex.quote(pidfile)
-        self._exec(f'pid=$(cat {q}) && kill -KILL "-$pid" 2>/dev/null; true')  # no "--": dash rejects it
+        self._exec(f'{{ pid=$(cat {q}) && kill -KILL "-$pid"; }} 2>/dev/null; ondevice_kill ONDEVICE_RUN={token}')
+
+    def reopen(self) -> None:
+        """A fresh connection, shared: threads whose runs lost the same link reconnect once.
+
+        Then end what the lost connection was running and remove its scratch dir (the
+        keeper does that as well when the device notices the link is gone)."""
+        with self._reopen_lock:
+            if getattr(self._local, "gen", self._gen) != self._gen and self.conn is not None:
+                return  # another thread already reconnected after this thread's run was cut
+            if self.conn is not None and self.conn.client.get_transport() is not None and self._alive():
+                return  # the link is fine (a binary vanished from the cache): deploy pushes it again
+            old_scratch, old_sid = self.scratch, getattr(self, "sid", "")
+            with contextlib.suppress(Exception):
+                self.conn.close()
+            self.conn, self.scratch, self._linked, self._sftps = None, "", set(), {}
+            self._holds, self._verified = set(), set()
+            self.open()
+            self._local.gen = self._gen
+            if old_scratch:
+                with contextlib.suppress(InfrastructureError):
+                    self._exec(f"ondevice_kill ONDEVICE_SESSION={old_sid}; rm -rf {shlex.quote(old_scratch)}")
+
+    def _alive(self) -> bool:
+        try:
+            self._exec("true")
+        except InfrastructureError:
+            return False
+        return True
 
     def close(self) -> None:
         if self.conn is None:
             return
-        if self._pushed:  # once per session, not per push: bound the device cache
+        with contextlib.suppress(Exception):
+            for token, pidfile in list(self._running.items()):  # runs not yet ended by the stop flag
+                self._kill_run(pidfile, token)
+        if self._pushed or self._verified:  # once per session, not per push: bound the device cache
             with contextlib.suppress(Exception):
-                self._prune()
-        if self.scratch:
-            with contextlib.suppress(Exception):
-                self._exec(f"rm -rf {shlex.quote(self.scratch)}; {self._stale_sessions()}")
+                device_cache.prune(
+                    self._sftp("deploy"), self.root, int(self.options.get("cache_entries", DEFAULT_CACHE_ENTRIES))
+                )
+        with contextlib.suppress(Exception):  # EOF: the keeper ends this session's processes, removes its dir
+            self._keeper.shutdown_write()
+            self._keeper.settimeout(10.0)
+            while self._keeper.recv(READ_SIZE):
+                pass
         with contextlib.suppress(Exception):
             self.conn.close()
         self.conn, self._sftps = None, {}
 
-    def _stale_sessions(self) -> str:
-        """Sessions cut off more than a day ago (device rebooted, link lost) leave their dirs."""
-        root = shlex.quote(self.root)
-        return (
-            f"find {root} -maxdepth 1 -name 'ondevice-session.*' -user \"$(id -u)\" -mmin +1440 "
-            "-exec rm -rf {} + 2>/dev/null; true"
-        )
+
+BOOT = "exec sh -c 'IFS= read -r ondevice_cmd && eval \"$ondevice_cmd\"'"
+"""What the login shell parses (fish, bash, dash, zsh alike); the real command comes on stdin."""
+
+PATH = "/usr/local/bin:/usr/bin:/bin"
+
+KEEPER = (
+    "ondevice_kill() { n=0; while [ $n -lt 50 ]; do "
+    'p=$(grep -l "$1" /proc/[0-9]*/environ 2>/dev/null | sed "s,^/proc/,,;s,/environ$,,"); '
+    '[ -z "$p" ] && return 0; kill -KILL $p 2>/dev/null; n=$((n+1)); done; }; '
+    'ondevice_alive() { [ -f "$1/.keeper" ] || return 0; read -r kp ks < "$1/.keeper" || return 1; '
+    '[ -r /proc/$kp/stat ] || return 1; set -- $(sed "s/.*) //" /proc/$kp/stat); [ "${20}" = "$ks" ]; }; '
+    'printf "#ondevice-hello %s %s\\n" "$(id -u)" "$HOME"; '
+    'while IFS= read -r c; do eval "$c"; printf "\\n#ondevice-done NONCE %s\\n" $?; done; '
+    'if [ -n "$ondevice_S" ]; then ondevice_kill "ONDEVICE_SESSION=$ondevice_sid"; rm -rf "$ondevice_S"; fi'
+)
+"""The keeper: a loop of our commands; at EOF (session end or a dropped link) it cleans up."""
+
+
+def _sweep(root: str) -> str:
+    """End what sessions killed before us left (their keeper is gone), and remove their dirs."""
+    sessions = shlex.quote(f"{root}/{device_cache.SESSIONS}")
+    return (
+        f'for d in {sessions}/*; do n=${{d##*/}}; case "$n" in *[!0-9a-f]*) continue;; esac; '
+        f'[ ${{#n}} -eq 16 ] && [ "$d" != "$ondevice_S" ] || continue; ondevice_alive "$d" && continue; '
+        'ondevice_kill "ONDEVICE_SESSION=$n"; rm -rf "$d"; done; true'
+    )
+
+
+def _pre(what: str, code: int) -> str:
+    return f"{{ echo '#ondevice-preflight {what}' >&2; exit {code}; }}"
+
+
+def _wrapper_words(value: Any) -> list[str]:
+    """`exec_wrapper`: a string is one command (a path may hold spaces); a list is its words."""
+    if not value:
+        return []
+    return [str(v) for v in value] if isinstance(value, list) else [str(value)]
 
 
 def _nodelay_socket(host: str, port: int, timeout: float) -> socket.socket:
@@ -405,6 +591,11 @@ def _host_port(key_name: str) -> tuple[str, int]:
     """known_hosts names a host `name` (port 22) or `[name]:port`."""
     bracketed = re.fullmatch(r"\[(.+)\]:(\d+)", key_name)
     return (bracketed.group(1), int(bracketed.group(2))) if bracketed else (key_name, 22)
+
+
+def _key_name(host: str, port: int) -> str:
+    """How known_hosts names a host: `[host]:port` unless the port is 22 (what ssh-keygen -R needs)."""
+    return host if port == 22 or host.startswith("[") else f"[{host}]:{port}"
 
 
 def _file_flag(known: list[Path]) -> str:

@@ -17,6 +17,7 @@ import contextlib
 import getpass
 import os
 import pwd
+import secrets
 import shutil
 import signal
 import socket
@@ -55,16 +56,60 @@ def _keygen(path: Path) -> None:
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
 
 
-def device_user() -> str:
+def device_user(name: str = DEVICE_USER, shell: str = "/bin/sh") -> str:
+    """A plain account on the "device" (root only; otherwise the current user is the device)."""
     if os.geteuid() != 0:
         return getpass.getuser()
     try:
-        pwd.getpwnam(DEVICE_USER)
+        pwd.getpwnam(name)
     except KeyError:
-        subprocess.run(["useradd", "--create-home", "--shell", "/bin/sh", DEVICE_USER], check=True, capture_output=True)
+        subprocess.run(["useradd", "--create-home", "--shell", shell, name], check=True, capture_output=True)
+    subprocess.run(["usermod", "--shell", shell, name], check=True, capture_output=True)
     # '*': no password, but not locked ('!' is refused for key logins with UsePAM no)
-    subprocess.run(["usermod", "-p", "*", DEVICE_USER], check=True, capture_output=True)
-    return DEVICE_USER
+    subprocess.run(["usermod", "-p", "*", name], check=True, capture_output=True)
+    return name
+
+
+def new_account(shell: str = "/bin/sh") -> str:
+    """A fresh account of its own, for one test: its home, cache and processes are no other test's."""
+    return device_user(f"odt-{os.getpid() % 100000}-{secrets.token_hex(3)}", shell)
+
+
+def end_processes(user: str) -> None:
+    """Kill what an account still runs (by pid, polled until gone): the next test starts clean."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        out = subprocess.run(["ps", "-u", user, "-o", "pid=,stat="], capture_output=True, text=True).stdout
+        pids = [int(p) for p, st in (line.split()[:2] for line in out.splitlines()) if not st.startswith("Z")]
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.05)
+    raise RuntimeError(f"processes of {user} survived SIGKILL for 10 s")
+
+
+def remove_account(user: str) -> None:
+    end_processes(user)
+    subprocess.run(["userdel", "--remove", user], capture_output=True)
+
+
+class BinfmtLease:
+    """binfmt_misc entries shared by concurrent test processes (xdist): the last one out removes them."""
+
+    DIR = Path("/run/ondevice-binfmt-users")
+
+    def __enter__(self) -> bool:
+        self.DIR.mkdir(exist_ok=True)
+        (self.DIR / str(os.getpid())).touch()
+        return enable_binfmt()
+
+    def __exit__(self, *exc: object) -> None:
+        (self.DIR / str(os.getpid())).unlink(missing_ok=True)
+        others = [p for p in self.DIR.iterdir() if p.name.isdigit() and Path(f"/proc/{p.name}").exists()]
+        if not others:
+            disable_binfmt()
 
 
 def enable_binfmt() -> bool:
@@ -100,6 +145,7 @@ class Sshd:
     user: str
     alias: str
     proc: subprocess.Popen | None = None
+    others: tuple[str, ...] = ()  # more accounts on the same device (another user of a shared board)
 
     @property
     def ssh_config(self) -> Path:
@@ -114,10 +160,10 @@ class Sshd:
         return self.root / "client_key"
 
     @classmethod
-    def create(cls, root: Path, alias: str = "testpi") -> Sshd:
+    def create(cls, root: Path, alias: str = "testpi", user: str | None = None, others: tuple[str, ...] = ()) -> Sshd:
         root.mkdir(parents=True, exist_ok=True)
         root.chmod(0o755)
-        server = cls(root, free_port(), device_user(), alias)
+        server = cls(root, free_port(), user or device_user(), alias, others=others)
         _keygen(root / "host_key")
         _keygen(server.client_key)
         auth = root / "authorized_keys"
@@ -135,7 +181,7 @@ PubkeyAuthentication yes
 PermitRootLogin prohibit-password
 UsePAM no
 StrictModes no
-AllowUsers {server.user}
+AllowUsers {" ".join((server.user, *others))}
 Subsystem sftp internal-sftp
 LogLevel ERROR
 """
@@ -197,9 +243,15 @@ Host 127.0.0.1
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
 
+    def run_as(self, user: str, command: str) -> subprocess.CompletedProcess:
+        """A shell command run by an account on the device (another user of a shared board)."""
+        return subprocess.run(
+            ["runuser", "-u", user, "--", "sh", "-c", command], capture_output=True, text=True, timeout=60
+        )
+
     def ps(self) -> str:
         """The device account's processes, as `ps` on the device shows them."""
-        out = subprocess.run(["ps", "-u", self.user, "-o", "pid=,stat=,args="], capture_output=True, text=True)
+        out = subprocess.run(["ps", "-ww", "-u", self.user, "-o", "pid=,stat=,args="], capture_output=True, text=True)
         # zombies are already dead, waiting for their parent to reap them
         return "".join(line + "\n" for line in out.stdout.splitlines() if not line.split()[1].startswith("Z"))
 

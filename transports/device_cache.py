@@ -1,0 +1,148 @@
+"""Where a transport may keep files it will execute on a device, and how it prunes them.
+
+Written once for every transport with a device-side cache (SSH now, ADB next). The
+attacks this stops (issue 17): another account creating our cache dir first in /tmp and
+swapping a binary between push and exec, a symlink pointing our cache (and its prune) at
+the user's own files, a same-size file under a hash name. So:
+
+- the root is ours alone: by default under the device user's home, else
+  `<scratch_root>/ondevice-<user>`; every directory above it is owned by root or us and
+  not writable by others (unless sticky, like /tmp: others cannot rename our entry
+  there), and the root itself is a real directory (lstat: not a symlink), owned by us,
+  not group/world writable — OpenSSH's StrictModes rules. Anything else is an
+  InfrastructureError naming path, owner and mode;
+- entries are named by content (`bin/<sha256>`); a reused entry is verified on the device
+  before its first exec in a session (the transport does that);
+- a prune removes only names we create, and never an entry a live session holds (each
+  session lists what it uses in `sessions/<id>/.holds/`; a session dir exists while its
+  session may still run something).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import posixpath
+import re
+import stat
+import time
+from typing import Any, Protocol
+
+from . import InfrastructureError
+
+HOME_SUBDIR = ".cache/pytest-ondevice"
+BIN = "bin"
+SESSIONS = "sessions"
+HOLDS = ".holds"
+ENTRY = re.compile(r"[0-9a-f]{64}")
+PART = re.compile(r"[0-9a-f]{64}\.part-[0-9a-f]+")
+SESSION = re.compile(r"[0-9a-f]{16}")
+STALE_PART_S = 3600.0
+
+
+class DeviceFs(Protocol):
+    """What the rules need of a device's file system (paramiko's SFTPClient has it all)."""
+
+    def lstat(self, path: str) -> Any: ...
+    def mkdir(self, path: str, mode: int = 0o777) -> None: ...
+    def chmod(self, path: str, mode: int) -> None: ...
+    def normalize(self, path: str) -> str: ...
+    def listdir_attr(self, path: str = ".") -> list[Any]: ...
+    def listdir(self, path: str = ".") -> list[str]: ...
+    def remove(self, path: str) -> None: ...
+
+
+def root_for(home: str, user: str, scratch_root: str | None) -> tuple[str, str]:
+    """(the directory that must be safe to build in, our root below it)."""
+    if scratch_root:
+        return scratch_root, posixpath.join(scratch_root, f"ondevice-{user}")
+    return home, posixpath.join(home, HOME_SUBDIR)
+
+
+def prepare(fs: DeviceFs, base: str, root: str, uid: int) -> str:
+    """Make (or accept) our root and its bin/ and sessions/ dirs, verified; return the root."""
+    try:
+        real = fs.normalize(base)  # realpath on the device: a symlink on the way is judged where it leads
+    except OSError as e:
+        raise InfrastructureError(f"{base} does not exist on the device ({e}); set scratch_root") from None
+    path = "/"
+    for part in [p for p in real.split("/") if p]:
+        _check_above(fs.lstat(path), path, uid)
+        path = posixpath.join(path, part)
+    _check_above(fs.lstat(path), path, uid)
+    for sub in _below(real, posixpath.relpath(root, base)):
+        _make_ours(fs, sub, uid)
+    real_root = posixpath.join(real, posixpath.relpath(root, base))
+    for sub in (BIN, SESSIONS):
+        _make_ours(fs, posixpath.join(real_root, sub), uid)
+    return real_root
+
+
+def _below(base: str, rel: str) -> list[str]:
+    out, path = [], base
+    for part in rel.split("/"):
+        path = posixpath.join(path, part)
+        out.append(path)
+    return out
+
+
+def _make_ours(fs: DeviceFs, path: str, uid: int) -> None:
+    with contextlib.suppress(OSError):
+        fs.mkdir(path, 0o700)  # fails when it exists: then judged as found
+    attr = fs.lstat(path)
+    if stat.S_ISLNK(attr.st_mode):
+        raise _unsafe(path, attr, "is a symlink")
+    if not stat.S_ISDIR(attr.st_mode):
+        raise _unsafe(path, attr, "is not a directory")
+    if attr.st_uid != uid:
+        raise _unsafe(path, attr, f"is owned by uid {attr.st_uid}, not by the device user (uid {uid})")
+    if attr.st_mode & 0o022:
+        raise _unsafe(path, attr, "is writable by other accounts")
+
+
+def _check_above(attr: Any, path: str, uid: int) -> None:
+    if attr.st_uid not in (0, uid):
+        raise _unsafe(path, attr, f"is owned by uid {attr.st_uid}, neither root nor the device user (uid {uid})")
+    if attr.st_mode & 0o022 and not attr.st_mode & stat.S_ISVTX:
+        raise _unsafe(path, attr, "is writable by other accounts (and not sticky)")
+
+
+def _unsafe(path: str, attr: Any, why: str) -> InfrastructureError:
+    return InfrastructureError(
+        f"unsafe directory on the device: {path} {why} (owner uid {attr.st_uid}, mode "
+        f"{stat.S_IMODE(attr.st_mode):04o}); binaries run from there could be swapped by another account. "
+        "Fix its owner/mode, or set scratch_root in the board's [transport] to a directory only this "
+        "account can write"
+    )
+
+
+def held(fs: DeviceFs, root: str) -> set[str]:
+    """Every entry some session dir on the device still holds."""
+    out: set[str] = set()
+    sessions = posixpath.join(root, SESSIONS)
+    for name in fs.listdir(sessions):
+        if SESSION.fullmatch(name):
+            with contextlib.suppress(OSError):
+                out.update(n for n in fs.listdir(posixpath.join(sessions, name, HOLDS)) if ENTRY.fullmatch(n))
+    return out
+
+
+def prune(fs: DeviceFs, root: str, keep: int) -> list[str]:
+    """Drop least recently used entries beyond `keep`, and stale partial pushes; names we made only."""
+    bin_dir = posixpath.join(root, BIN)
+    entries = fs.listdir_attr(bin_dir)
+    done = sorted(
+        (a for a in entries if ENTRY.fullmatch(a.filename) and stat.S_ISREG(a.st_mode or 0)),
+        key=lambda a: a.st_mtime or 0,
+        reverse=True,
+    )
+    stale = [a for a in entries if PART.fullmatch(a.filename) and time.time() - (a.st_mtime or 0) > STALE_PART_S]
+    victims = [a.filename for a in done[keep:]]
+    if victims:
+        taken = held(fs, root)
+        victims = [v for v in victims if v not in taken]
+    removed = []
+    for name in [*victims, *(a.filename for a in stale)]:
+        with contextlib.suppress(OSError):
+            fs.remove(posixpath.join(bin_dir, name))
+            removed.append(name)
+    return removed
