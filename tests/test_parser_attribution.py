@@ -623,3 +623,7 @@ def test_splitter_keeps_empty_lines_wherever_they_are():
     assert list(splitter.feed(b"\na\n\nbcd\n")) == ["", "a", "", "bc", "d"]
     assert list(splitter.feed(b"\n")) == [""]
     assert list(splitter.close()) == []
+
+
+def test_splitter_strips_only_carriage_returns():
+    assert list(LineSplitter().feed(b"\rXmarkX\r\r\n")) == ["XmarkX"]
