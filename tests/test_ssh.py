@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -209,6 +212,7 @@ def test_sshd_killed_mid_run_is_an_error_not_a_failure(pi):
         TF_LITE_MICRO_TESTS_END
         """,
     )
+
     def kill_when_started():
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and "slow_test" not in pi.sshd.ps():
@@ -245,6 +249,7 @@ def test_dropped_connection_is_retried_once_on_a_fresh_connection(pi):
         TF_LITE_MICRO_TESTS_END
         """,
     )
+
     def drop_once():
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and not marker.exists():  # the first attempt is under way
@@ -397,3 +402,366 @@ def test_proxyjump_reaches_the_device_and_verifies_the_jump_host_key(pi):
     jump_unknown = pi.run("--device=pi-behind-jump", board=pi.board)
     jump_unknown.assert_outcomes(errors=3)
     jump_unknown.stdout.fnmatch_lines([f"*unknown host key for [[]127.0.0.1[]]:{s.port}*"])
+
+
+# -- a shared device: another account, a tampered cache, another session (issue 17, section 1) --------
+
+MUST_FAIL = """
+    #include "micro_test.h"
+    TF_LITE_MICRO_TESTS_BEGIN
+    TF_LITE_MICRO_TEST(MustFail) { TF_LITE_MICRO_EXPECT_EQ(1, 2); }
+    TF_LITE_MICRO_TESTS_END
+"""
+
+EVIL = """#!/bin/sh
+touch {marker}
+echo "Testing MustFail"
+echo "1/1 tests passed"
+echo "~~~ALL TESTS PASSED~~~"
+"""
+
+
+def _attacker_files(tmp: Path, pi) -> tuple[Path, Path]:
+    where = Path(tempfile.mkdtemp(prefix="ondevice-attack-"))
+    where.chmod(0o777)
+    marker = where / "ran-as-victim"
+    evil = where / "evil"
+    evil.write_text(EVIL.format(marker=marker))
+    evil.chmod(0o755)
+    return evil, marker
+
+
+def test_another_account_cannot_swap_the_binary_between_push_and_exec(pi, accounts):
+    """The attack on a predictable cache in /tmp: pre-create it 0777, rename a file over every entry."""
+    other = accounts()
+    evil, marker = _attacker_files(pi.path, pi)
+    victims = [f"/tmp/ondevice-cache-{pi.sshd.user}", f"/tmp/ondevice-{pi.sshd.user}"]
+    for d in victims:
+        pi.sshd.run_as(other, f"mkdir -m 777 {d}")
+    swapper = subprocess.Popen(
+        ["runuser", "-u", other, "--", "sh", "-c",
+         f"while :; do for f in {' '.join(d + '/*' for d in victims)}; do case $f in *'*') continue;; esac; "
+         f"cp {evil} $f.x 2>/dev/null && mv -f $f.x $f 2>/dev/null; done; done"],
+    )  # fmt: skip
+    try:
+        pi.write("must_fail_test.c", MUST_FAIL)
+        for _ in range(3):
+            result = run(pi)
+            result.assert_outcomes(failed=1)
+        assert not marker.exists(), "the other account's program ran as the device user"
+        # a scratch_root where the other account got first is refused, naming path, owner and mode
+        refused = pi.run(f"--device={pi.sshd.alias}", board=variant(pi, "rpi-tmp", 'scratch_root = "/tmp"'))
+        refused.assert_outcomes(errors=1)
+        uid = int(pi.sshd.run_as(other, "id -u").stdout)
+        refused.stdout.fnmatch_lines(
+            [f"*unsafe directory on the device: /tmp/ondevice-{pi.sshd.user} is owned by uid {uid}*mode 0777*"]
+        )
+        assert not marker.exists()
+    finally:
+        swapper.kill()
+        swapper.wait()
+        for d in victims:
+            shutil.rmtree(d, ignore_errors=True)
+        shutil.rmtree(evil.parent, ignore_errors=True)
+
+
+def test_a_symlinked_cache_dir_is_refused_and_nothing_of_the_user_is_deleted(pi, accounts):
+    """Another account points our cache name at one of our dirs: the prune must not delete our files there."""
+    other = accounts()
+    own = home(pi) / "precious"
+    pi.sshd.run_as(pi.sshd.user, f"mkdir {own} && for i in $(seq 70); do echo $i > {own}/f$i; done")
+    for d in (f"/tmp/ondevice-cache-{pi.sshd.user}", f"/tmp/ondevice-{pi.sshd.user}"):
+        pi.sshd.run_as(other, f"ln -s {own} {d}")
+    try:
+        board = variant(pi, "rpi-tmp", 'scratch_root = "/tmp"\ncache_entries = 1')
+        for i in range(3):
+            pi.write(f"k{i}_test.c", MUST_FAIL.replace("EXPECT_EQ(1, 2)", f"EXPECT_EQ({i}, {i})"))
+        result = pi.run(f"--device={pi.sshd.alias}", board=board)
+        result.assert_outcomes(errors=3)
+        result.stdout.fnmatch_lines([f"*unsafe directory on the device: /tmp/ondevice-{pi.sshd.user} is a symlink*"])
+        assert len(list(own.iterdir())) == 70
+    finally:
+        for d in (f"/tmp/ondevice-cache-{pi.sshd.user}", f"/tmp/ondevice-{pi.sshd.user}"):
+            Path(d).unlink(missing_ok=True)
+
+
+def _cache_entries(pi) -> list[Path]:
+    """The device cache's binaries wherever a version of the plugin keeps them."""
+    return [
+        p
+        for d in (device_cache(pi) / "bin", Path(f"/tmp/ondevice-cache-{pi.sshd.user}"))
+        if d.is_dir()
+        for p in d.iterdir()
+        if len(p.name) == 64
+    ]
+
+
+def test_a_tampered_cache_entry_of_the_same_size_is_not_run(pi):
+    """Our own account (another tool, a stray test) writes a same-size file under the hash name."""
+    pi.write("must_fail_test.c", MUST_FAIL)
+    run(pi).assert_outcomes(failed=1)
+    (entry,) = _cache_entries(pi)
+    size = entry.stat().st_size
+    marker = pi.path / "tampered-ran"
+    script = EVIL.format(marker=marker).encode()
+    entry.write_bytes(script + b"#" * (size - len(script)))
+    assert entry.stat().st_size == size
+    again = run(pi)
+    again.assert_outcomes(failed=1)
+    again.stdout.fnmatch_lines(["*1 pushed, 0 already on the device*"])  # verified, found wrong, pushed again
+    assert not marker.exists()
+
+
+def test_one_sessions_prune_spares_what_another_live_session_holds(pi):
+    """A farm runs many sessions per device: A has pushed a binary it has not run yet when B prunes."""
+    go = Path(tempfile.mkdtemp(prefix="ondevice-go-")) / "go"
+    go.parent.chmod(0o777)
+    pi.write(
+        "a/a0_test.c",
+        f"""
+        #include <unistd.h>
+        #include "micro_test.h"
+        TF_LITE_MICRO_TESTS_BEGIN
+        TF_LITE_MICRO_TEST(Waits) {{ for (int i = 0; i < 600 && access("{go}", F_OK) != 0; i++) usleep(100000); }}
+        TF_LITE_MICRO_TESTS_END
+        """,
+    )
+    pi.write("a/a1_test.c", MUST_FAIL.replace("EXPECT_EQ(1, 2)", "EXPECT_EQ(2, 2)"))
+    one = variant(pi, "rpi-one", "device_jobs = 1")
+    a = subprocess.Popen(
+        [sys.executable, "-m", "pytest", f"--board={one}", f"--device={pi.sshd.alias}", "-p", "no:cacheprovider", "a"],
+        cwd=pi.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        wait_until(lambda: "a0_test" in pi.sshd.ps() and len(_cache_entries(pi)) >= 2, 120, "A runs a0, a1 pushed")
+        for i in range(3):
+            pi.write(f"b/b{i}_test.c", MUST_FAIL.replace("EXPECT_EQ(1, 2)", f"EXPECT_EQ({i}, {i})"))
+        b = pi.run(f"--device={pi.sshd.alias}", "b", board=variant(pi, "rpi-prune", "cache_entries = 1"))
+        b.assert_outcomes(passed=3)
+        go.touch()
+        out, _ = a.communicate(timeout=120)
+    finally:
+        a.kill()
+        a.wait()
+        shutil.rmtree(go.parent, ignore_errors=True)
+    assert a.returncode == 0, out
+    assert "2 passed" in out, out
+
+
+# -- infrastructure is never a pass, a failure or a traceback (issue 17, section 2) -------------------
+
+
+@pytest.fixture
+def noexec_dir():
+    where = Path(tempfile.mkdtemp(prefix="ondevice-noexec-"))
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "noexec,mode=1777", "tmpfs", str(where)]).returncode:
+        pytest.skip("mounting a tmpfs needs root")
+    yield where
+    subprocess.run(["umount", "-l", str(where)], check=True)
+    where.rmdir()
+
+
+def test_a_noexec_scratch_root_is_an_error_naming_the_fix(pi, noexec_dir):
+    pi.write("cases_test.c", CASES)
+    result = pi.run(f"--device={pi.sshd.alias}", board=variant(pi, "rpi-noexec", f'scratch_root = "{noexec_dir}"'))
+    result.assert_outcomes(errors=3)
+    result.stdout.fnmatch_lines(["*cannot execute cases_test*noexec*set scratch_root*"])
+
+
+def test_exec_wrapper_missing_is_an_error_and_a_path_with_a_space_works(pi):
+    pi.write("cases_test.c", CASES)
+    missing = pi.run(f"--device={pi.sshd.alias}", board=variant(pi, "rpi-nowrap", 'exec_wrapper = "qemu-nowhere"'))
+    missing.assert_outcomes(errors=3)
+    missing.stdout.fnmatch_lines(["*exec_wrapper 'qemu-nowhere' is not on the device*"])
+    spaced = Path(tempfile.mkdtemp(prefix="ondevice-wrap-")) / "my tools"
+    try:
+        spaced.mkdir()
+        spaced.parent.chmod(0o755)
+        (spaced / "qemu aarch64").symlink_to(shutil.which("qemu-aarch64"))
+        board = variant(pi, "rpi-spaced", f'exec_wrapper = "{spaced}/qemu aarch64"')
+        pi.run(f"--device={pi.sshd.alias}", board=board).assert_outcomes(passed=2, failed=1)
+    finally:
+        shutil.rmtree(spaced.parent)
+
+
+def test_a_binary_gone_from_the_device_cache_is_pushed_again_not_failed(pi):
+    """The first binary deletes every other entry of the cache before the second one runs."""
+    pi.write(
+        "a0_test.c",
+        """
+        #include <dirent.h>
+        #include <limits.h>
+        #include <stdio.h>
+        #include <stdlib.h>
+        #include <string.h>
+        #include <unistd.h>
+        #include "micro_test.h"
+        static char *self;
+        TF_LITE_MICRO_TESTS_BEGIN
+        TF_LITE_MICRO_TEST(DeletesTheOthers) {
+          char dir[PATH_MAX], path[PATH_MAX * 2];
+          realpath(self, dir);
+          *strrchr(dir, '/') = 0;
+          for (int i = 0; i < 100; i++) {  /* until the second binary is there */
+            int n = 0; DIR *d = opendir(dir); struct dirent *e;
+            while ((e = readdir(d))) n += strlen(e->d_name) == 64;
+            closedir(d);
+            if (n >= 2) break;
+            usleep(100000);
+          }
+          DIR *d = opendir(dir); struct dirent *e;
+          char own[PATH_MAX]; realpath(self, own);
+          while ((e = readdir(d))) {
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            if (strlen(e->d_name) == 64 && strcmp(path, own) != 0) unlink(path);
+          }
+          closedir(d);
+        }
+        TF_LITE_MICRO_TESTS_END
+        """,
+    )
+    src = (pi.path / "a0_test.c").read_text()
+    # argv[0] without touching the header: a constructor reads /proc/self/cmdline
+    src = src.replace(
+        "static char *self;",
+        "static char *self; static char buf[4096];\n"
+        '__attribute__((constructor)) static void who(void) { FILE *f = fopen("/proc/self/cmdline", "r");\n'
+        "  size_t n = fread(buf, 1, sizeof buf - 1, f); fclose(f); buf[n] = 0; self = buf;\n"
+        '  if (strstr(self, "qemu")) self += strlen(self) + 1; }',
+    )
+    (pi.path / "a0_test.c").write_text(src)
+    pi.write("b1_test.c", MUST_FAIL.replace("EXPECT_EQ(1, 2)", "EXPECT_EQ(2, 2)"))
+    result = pi.run(f"--device={pi.sshd.alias}", "-v", board=variant(pi, "rpi-one", "device_jobs = 1"))
+    result.assert_outcomes(passed=2)
+
+
+def test_sigkill_of_pytest_mid_run_leaves_nothing_running_on_the_device(pi):
+    """The device side ends with the connection: sshd does not signal a no-pty session."""
+    pi.write("hang_test.c", HANG)
+    proc = _start(pi)
+    wait_until(lambda: pi.sshd.ps().count("hang_test") >= 2, 60, "the binary and its child run")
+    proc.kill()
+    proc.wait()
+    gone(pi, "hang_test")
+    wait_until(lambda: not _scratch_dirs(pi), 10, "the killed session's dir is removed")
+
+
+def test_what_a_killed_session_left_is_ended_by_the_next_session(pi):
+    """Its keeper killed too (OOM, kill -9 of everything): the next session ends its processes, removes its dir."""
+    pi.write("hang_test.c", HANG)
+    proc = _start(pi)
+    wait_until(lambda: pi.sshd.ps().count("hang_test") >= 2, 60, "the binary and its child run")
+    keepers = []
+    for keeper in (d / ".keeper" for d in (device_cache(pi) / "sessions").iterdir()):
+        keepers.append(int(keeper.read_text().split()[0]))
+    for pid in set(keepers):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    proc.kill()
+    proc.wait()
+    time.sleep(0.5)
+    assert "hang_test" in pi.sshd.ps()  # orphaned: nothing on the device ended it
+    pi.write("hang_test.c", CASES)
+    run(pi).assert_outcomes(passed=2, failed=1)
+    gone(pi, "hang_test")
+    assert not _scratch_dirs(pi)
+
+
+HANG = """
+    #include <unistd.h>
+    #include "micro_test.h"
+    TF_LITE_MICRO_TESTS_BEGIN
+    TF_LITE_MICRO_TEST(Hangs) {
+      if (fork() == 0) { setsid(); for (;;) sleep(1); }
+      for (;;) sleep(1);
+    }
+    TF_LITE_MICRO_TESTS_END
+"""
+
+
+def _start(pi) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "pytest", f"--board={pi.board}", f"--device={pi.sshd.alias}", "-p", "no:cacheprovider"],
+        cwd=pi.path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def test_a_child_that_calls_setsid_does_not_survive_the_timeout(pi):
+    pi.write("hang_test.c", HANG)
+    result = run(pi, "--device-timeout=2")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*timed out after 2s*"])
+    gone(pi, "hang_test")
+
+
+def test_a_link_lost_under_two_running_binaries_is_one_reconnect_and_both_pass(pi):
+    marks = Path(tempfile.mkdtemp(prefix="ondevice-marker-"))
+    marks.chmod(0o777)
+    for i in range(2):
+        pi.write(
+            f"slow{i}_test.c",
+            f"""
+            #include <fcntl.h>
+            #include <unistd.h>
+            #include "micro_test.h"
+            TF_LITE_MICRO_TESTS_BEGIN
+            TF_LITE_MICRO_TEST(Slow{i}) {{
+              if (access("{marks}/{i}", F_OK) != 0) {{  /* the first attempt hangs until dropped */
+                close(open("{marks}/{i}", O_CREAT | O_WRONLY, 0644));
+                sleep(60);
+              }}
+            }}
+            TF_LITE_MICRO_TESTS_END
+            """,
+        )
+
+    def drop_once():
+        wait_until(lambda: (marks / "0").exists() and (marks / "1").exists(), 60, "both binaries run")
+        pi.sshd.drop_connections()
+
+    dropper = threading.Thread(target=drop_once)
+    dropper.start()
+    start = time.monotonic()
+    result = run(pi, "--device-timeout=30")
+    dropper.join()
+    assert time.monotonic() - start < 40
+    result.assert_outcomes(passed=2)
+    assert not _scratch_dirs(pi)
+    shutil.rmtree(marks)
+
+
+def test_a_binary_that_closes_its_output_and_keeps_running_is_waited_for(pi):
+    pi.write(
+        "quiet_test.c",
+        """
+        #include <unistd.h>
+        #include "micro_test.h"
+        __attribute__((destructor)) static void linger(void) { close(1); close(2); sleep(6); }
+        TF_LITE_MICRO_TESTS_BEGIN
+        TF_LITE_MICRO_TEST(Passes) { TF_LITE_MICRO_EXPECT(1); }
+        TF_LITE_MICRO_TESTS_END
+        """,
+    )
+    result = run(pi, "--device-timeout=30")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*1 binaries run; 1 pushed, 0 already on the device*"])
+
+
+@pytest.mark.parametrize("shell", ["/usr/bin/fish", "/usr/sbin/nologin"])
+def test_the_device_accounts_login_shell_is_not_ours_to_rely_on(pi, accounts, shell):
+    """fish parses commands its own way; nologin refuses them: an error saying so, never a test failure."""
+    if not Path(shell).exists():
+        pytest.skip(f"{shell} is not installed")
+    user = accounts(shell)
+    pi.write("cases_test.c", CASES)
+    result = pi.run(f"--device={user}@127.0.0.1:{pi.sshd.port}", board=pi.board)
+    if shell.endswith("fish"):
+        result.assert_outcomes(passed=2, failed=1)
+    else:
+        result.assert_outcomes(errors=3)
+        result.stdout.fnmatch_lines(["*cannot run sh commands*currently not available*login shell*"])

@@ -535,7 +535,7 @@ KEEPER = (
     'p=$(grep -l "$1" /proc/[0-9]*/environ 2>/dev/null | sed "s,^/proc/,,;s,/environ$,,"); '
     '[ -z "$p" ] && return 0; kill -KILL $p 2>/dev/null; n=$((n+1)); done; }; '
     'ondevice_alive() { [ -f "$1/.keeper" ] || return 0; read -r kp ks < "$1/.keeper" || return 1; '
-    '[ -r /proc/$kp/stat ] || return 1; set -- $(sed "s/.*) //" /proc/$kp/stat); [ "${20}" = "$ks" ]; }; '
+    '[ -r /proc/$kp/stat ] || return 1; set -- $(sed "s/.*) //" /proc/$kp/stat); [ "$1" != Z ] && [ "${20}" = "$ks" ]; }; '
     'printf "#ondevice-hello %s %s\\n" "$(id -u)" "$HOME"; '
     'while IFS= read -r c; do eval "$c"; printf "\\n#ondevice-done NONCE %s\\n" $?; done; '
     'if [ -n "$ondevice_S" ]; then ondevice_kill "ONDEVICE_SESSION=$ondevice_sid"; rm -rf "$ondevice_S"; fi'

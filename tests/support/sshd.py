@@ -181,7 +181,7 @@ PubkeyAuthentication yes
 PermitRootLogin prohibit-password
 UsePAM no
 StrictModes no
-AllowUsers {" ".join((server.user, *others))}
+AllowUsers {" ".join((server.user, *others))} odt-*
 Subsystem sftp internal-sftp
 LogLevel ERROR
 """
