@@ -89,6 +89,7 @@ class CaseRecord:
     dropped_failures: int = 0
     starts: int = 0  # how often the device announced it: more than once is a duplicate or a forgery
     failed_runs: int = 0  # of those starts, how many ended failed (for the tally)
+    seen_at_start: int = 0  # failure lines before the running start: a duplicate's run fails by its own
 
     def add_failure(self, line: str) -> None:
         if len(self.failures) < MAX_FAILURE_LINES:
@@ -98,7 +99,7 @@ class CaseRecord:
 
     def finish(self, outcome: Outcome) -> None:
         """End the running start of this case with outcome (a failure line makes it FAILED)."""
-        if self.failures:
+        if len(self.failures) + self.dropped_failures > self.seen_at_start:
             outcome = Outcome.FAILED
         if outcome is Outcome.FAILED and self.outcome is not Outcome.FAILED:
             self.failed_runs += 1
@@ -316,8 +317,8 @@ class TestOutputParser:
             self.starts.append(Start(name, before.name if before is not None else None, v1))
         record.starts += 1
         record.outcome = None
+        record.seen_at_start = len(record.failures) + record.dropped_failures
         self.current = record
-        self._in_failure_block = False
 
     def _end(self, name: str, outcome: Outcome) -> None:
         """A v2 verdict line ends the running case; about any other case it is log, except

@@ -102,7 +102,7 @@ def test_v1_case_printing_the_start_of_a_later_case_is_not_passed():
     assert result.cases["Liar"].message.splitlines() == [
         "while this case was running, the output announced case Victim (did it print 'Testing Victim'?): "
         "its later lines were charged to Victim, so this case cannot be judged",
-        "the device reports 1/2 tests passed, but its output shows 1/3",
+        "the device reports 1/2 tests passed, but its output shows 2/3",
     ]
     assert result.cases["Victim"].message.splitlines() == [
         "case Victim was started 2 times but is declared once: a case may have printed 'Testing Victim', "
@@ -627,3 +627,30 @@ def test_splitter_keeps_empty_lines_wherever_they_are():
 
 def test_splitter_strips_only_carriage_returns():
     assert list(LineSplitter().feed(b"\rXmarkX\r\r\n")) == ["XmarkX"]
+
+
+def test_duplicate_whose_first_run_failed_and_second_passed_keeps_the_tally():
+    out = b"Testing Same\nx failed at s.c:1\nTesting Same\nTesting Other\n2/3 tests passed\n~~~SOME TESTS FAILED~~~\n"
+    result = parse_bytes([out], ["Same", "Same", "Other"], RunEnd(exit_code=1))
+    assert outcomes(result) == {"Same": Outcome.FAILED, "Other": Outcome.PASSED}
+    assert not result.problems
+    assert result.cases["Same"].location == ("s.c", 1)
+
+
+def test_starts_kept_for_attribution_are_bounded():
+    parser = TestOutputParser()
+    for _ in range(MAX_CASES + 3):
+        parser.feed_line("Testing Again")
+    assert len(parser.starts) == MAX_CASES
+    assert parser.cases["Again"].starts == MAX_CASES + 3
+
+
+def test_indented_line_right_after_a_v2_start_is_log():
+    out = b"[ RUN      ] S.A\n  indented log\n[       OK ] S.A\n[==========] 1 tests ran.\n~~~ALL TESTS PASSED~~~\n"
+    assert outcomes(parse_bytes([out], ["S.A"], RunEnd(exit_code=0))) == {"S.A": Outcome.PASSED}
+
+
+def test_the_transports_fault_wins_over_a_printed_one():
+    out = b"Testing A\n#ondevice fault printed\n"
+    result = parse_bytes([out], ["A", "B"], RunEnd(fault="lockup seen by the emulator"))
+    assert result.cases["B"].message == "not run: fault: lockup seen by the emulator before this case"
