@@ -14,7 +14,10 @@ static inline int semihost(int op, const void *arg) {
   return r0;
 }
 
+void ondevice_flush_stdio(void) __attribute__((weak)); /* syscalls.c, when linked */
+
 __attribute__((weak)) void ondevice_write(const char *data, size_t len) {
+  if (ondevice_flush_stdio) ondevice_flush_stdio();
   char chunk[65];
   while (len > 0) {
     size_t n = len < 64 ? len : 64;

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/stat.h>
 
 void ondevice_write(const char *data, size_t len);
@@ -10,12 +11,30 @@ void ondevice_exit(int code) __attribute__((noreturn));
 extern char end;          /* first free byte after .bss (linker script) */
 extern char __HeapLimit;  /* bottom of the reserved stack */
 
+#pragma weak fflush /* linked only when the program uses stdio: nothing to flush otherwise */
+static int in_stdio_write;
+
+/* Called by the output backends before the harness writes: what the test printed through
+ * stdio (newlib buffers stdout) goes first, so the board's output is one stream in program
+ * order, and a harness line starts a line of its own. Writes that come from stdio itself
+ * never flush again. */
+void ondevice_flush_stdio(void) {
+  if (in_stdio_write || !fflush || stdout->_p == NULL || stdout->_p == stdout->_bf._base) return;
+  int ends_line = stdout->_p[-1] == '\n';
+  in_stdio_write = 1;
+  fflush(stdout);
+  if (!ends_line) ondevice_write("\n", 1); /* a harness line starts a line of its own */
+  in_stdio_write = 0;
+}
+
 __attribute__((weak)) int _write(int fd, const char *buf, int len) {
   if (fd != 1 && fd != 2) {
     errno = EBADF;
     return -1;
   }
+  in_stdio_write++;
   ondevice_write(buf, (size_t)len);
+  in_stdio_write--;
   return len;
 }
 

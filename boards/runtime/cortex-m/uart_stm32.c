@@ -38,7 +38,10 @@ static void uart_init(void) {
   uart_ready = 1;
 }
 
+void ondevice_flush_stdio(void) __attribute__((weak)); /* syscalls.c, when linked */
+
 void ondevice_write(const char *data, size_t len) {
+  if (ondevice_flush_stdio) ondevice_flush_stdio();
   if (!uart_ready) uart_init();
   while (len--) {
     while (!(USART_SR & SR_TXE)) {
