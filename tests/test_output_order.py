@@ -58,3 +58,24 @@ def test_stdio_and_harness_output_stay_in_order_on_a_linux_board(project):
 @pytest.mark.slow
 def test_stdio_and_harness_output_stay_in_order_on_bare_metal(project):
     _check(project, "bluepill-qemu")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("board", ["bluepill-qemu", "mps2-an386"])
+def test_printf_shows_float_values_on_cortex_m(project, board):
+    project.write(
+        "float_test.c",
+        """
+        #include <stdio.h>
+        #include "micro_test.h"
+        TF_LITE_MICRO_TESTS_BEGIN
+        TF_LITE_MICRO_TEST(PrintsAFloat) {
+          printf("Evaluated: %f <= %f\\n", 0.25, 0.125);  /* as TFLM's own failure lines do */
+          TF_LITE_MICRO_EXPECT(0);
+        }
+        TF_LITE_MICRO_TESTS_END
+        """,
+    )
+    result = project.run(board=board)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*Evaluated: 0.250000 <= 0.125000*"])
