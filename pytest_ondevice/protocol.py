@@ -416,7 +416,7 @@ class TestOutputParser:
         order = {name: i for i, name in enumerate(dict.fromkeys(expected))}
         before: dict[str, list[str]] = {}  # name -> the cases running when it started
         for s in self.starts:
-            if s.before is not None and s.before != s.name:
+            if s.before not in (None, s.name):
                 before.setdefault(s.name, []).append(s.before)
         reasons: dict[str, str] = {}
         for name, record in self.cases.items():

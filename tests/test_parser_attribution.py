@@ -654,3 +654,42 @@ def test_the_transports_fault_wins_over_a_printed_one():
     out = b"Testing A\n#ondevice fault printed\n"
     result = parse_bytes([out], ["A", "B"], RunEnd(fault="lockup seen by the emulator"))
     assert result.cases["B"].message == "not run: fault: lockup seen by the emulator before this case"
+
+
+def test_running_case_keeps_its_location_and_log_when_the_run_ends():
+    out = b"Testing A\nx failed at a.c:3\n"
+    for end, reason in (
+        (RunEnd(exit_code=0), "no verdict: output ended while this case was running"),
+        (RunEnd(signal="SIGSEGV"), "crashed: killed by SIGSEGV while this case was running"),
+    ):
+        verdict = parse_bytes([out], ["A"], end).cases["A"]
+        assert verdict.message.splitlines() == ["x failed at a.c:3", reason]
+        assert verdict.location == ("a.c", 3)
+        assert verdict.log.splitlines() == ["Testing A", "x failed at a.c:3"]
+
+
+def test_verdicts_changed_by_the_run_keep_each_cases_log():
+    tally = parse_bytes([b"Testing A\n2/1 tests passed\n~~~ALL TESTS PASSED~~~\n"], ["A"], RunEnd(exit_code=0))
+    assert tally.cases["A"].log.splitlines() == ["Testing A", "2/1 tests passed"]
+    forged = parse_bytes([FORGED_V1], ["Liar", "Victim"], RunEnd(exit_code=1))
+    assert forged.cases["Liar"].log.splitlines() == ["Testing Liar"]
+
+
+def test_case_never_started_says_how_it_may_be_missing():
+    out = b"Testing A\n1/1 tests passed\n~~~ALL TESTS PASSED~~~\n"
+    assert parse_bytes([out], ["A", "Hidden"], RunEnd(exit_code=0)).cases["Hidden"].message == (
+        "not run: the device never started this case (is it compiled out, or registered under another name?)"
+    )
+
+
+def test_name_started_twice_in_a_row_is_flagged_without_blaming_another():
+    out = b"Testing X\nTesting A\nTesting A\n3/3 tests passed\n~~~ALL TESTS PASSED~~~\n"
+    forged = parse_bytes([out], ["X", "A"], RunEnd(exit_code=0))
+    assert forged.cases["A"].message.startswith("case A was started 2 times but is declared once")
+    assert forged.cases["X"].message.startswith("while this case was running, the output announced case A")
+    genuine = parse_bytes([out], ["X", "A", "A"], RunEnd(exit_code=0))
+    assert outcomes(genuine) == {"X": Outcome.PASSED, "A": Outcome.FAILED}
+    alone = parse_bytes(
+        [b"Testing A\nTesting A\n2/2 tests passed\n~~~ALL TESTS PASSED~~~\n"], ["A"], RunEnd(exit_code=0)
+    )
+    assert alone.cases["A"].message.startswith("case A was started 2 times but is declared once")
