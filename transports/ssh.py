@@ -188,7 +188,8 @@ class SshTransport(Transport):
         chan.settimeout(float(self.options.get("connect_timeout", CONNECT_TIMEOUT)))
         chan.exec_command(BOOT)
         self._nonce = secrets.token_hex(6)
-        chan.sendall((KEEPER.replace("NONCE", self._nonce) + "\n").encode())
+        with contextlib.suppress(OSError):  # a nologin shell may be gone already: what it said is read below
+            chan.sendall((KEEPER.replace("NONCE", self._nonce) + "\n").encode())
         self._keeper = chan
         self._keeper_buf = b""
         try:
@@ -198,7 +199,7 @@ class SshTransport(Transport):
         match = re.fullmatch(r"#ondevice-hello (\d+) (.*)", line)
         if not match:
             rest = (line + self._keeper_buf.decode(errors="replace")).strip()
-            status = chan.recv_exit_status() if chan.exit_status_ready() else "none yet"
+            status = chan.exit_status if chan.status_event.wait(2.0) else "none yet"
             raise InfrastructureError(
                 f"{self.where}: the device account cannot run sh commands (exit status {status}"
                 f"{': ' + rest if rest else ''}); give it a login shell (e.g. /bin/sh; fish and bash are fine, "
@@ -484,7 +485,8 @@ class SshTransport(Transport):
         with self._reopen_lock:
             if getattr(self._local, "gen", self._gen) != self._gen and self.conn is not None:
                 return  # another thread already reconnected after this thread's run was cut
-            if self.conn is not None and self.conn.client.get_transport() is not None and self._alive():
+            link = self.conn.client.get_transport() if self.conn is not None else None
+            if link is not None and link.is_active() and self._alive():
                 return  # the link is fine (a binary vanished from the cache): deploy pushes it again
             old_scratch, old_sid = self.scratch, getattr(self, "sid", "")
             with contextlib.suppress(Exception):
