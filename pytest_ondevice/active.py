@@ -44,6 +44,7 @@ def activate(config: pytest.Config) -> None:
         build_root=_ini_path(config, "ondevice_build_dir") or config.rootpath / ".ondevice" / "build",
         cache_dir=_ini_path(config, "ondevice_cache_dir", "ONDEVICE_CACHE_DIR") or store.default_dir(),
         cache_max_size=cache_size,
+        test_patterns=tuple(config.getini("ondevice_files").split()),
         log_max=log_max,
         jobs=config.getoption("build_jobs") or os.cpu_count() or 2,
         device=config.getoption("device"),

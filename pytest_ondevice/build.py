@@ -114,7 +114,7 @@ class Builder:
     # -- public --------------------------------------------------------------
     def binary(self, board: Board, tc: ResolvedToolchain, cfg: DirConfig, source: Path, rel: str) -> Artifact:
         """Build one test binary; `rel` is the source's path relative to the project."""
-        settings = cfg.for_file(source)
+        settings = cfg.for_file(source, board.name, board.kind)
         flags, extra = pkgconfig.merged(settings.flags, self._pkg_flags(board, cfg)), settings.extra_sources
         archive = self._library(board, tc, cfg)
         runtime = [self._compile(board, tc, src, flags) for src in board.toolchain.runtime]
@@ -242,7 +242,7 @@ class Builder:
 
     def _build_library(self, board: Board, tc: ResolvedToolchain, cfg: DirConfig) -> Path:
         assert cfg.path is not None
-        flags = pkgconfig.merged(cfg.flags, self._pkg_flags(board, cfg))
+        flags = pkgconfig.merged(cfg.flags_for(board.name, board.kind), self._pkg_flags(board, cfg))
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
             futures = [pool.submit(self._compile, board, tc, src, flags) for src in cfg.sources]
             errors, objects = [], []

@@ -1,17 +1,22 @@
 """The per-directory `ondevice.toml`: the code under test, declared once.
 
 Found upward from a test source (like conftest.py), it names the library the
-tests link (sources by glob or list, include dirs, defines, flags per language,
-link libraries) and per-file overrides such as a timeout.
+tests link (sources by glob or list minus `exclude`, include dirs, defines, flags per
+language, link libraries), settings per board kind and per board, and per-file
+overrides such as a timeout. Paths and flags may name environment variables
+(`${FLATBUFFERS_DIR}/include`), so one file serves every checkout and CI.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .keys import TEST_PATTERNS
 from .schema import SECONDS, ConfigError, check, load_toml
 
 FILENAME = "ondevice.toml"
@@ -28,8 +33,12 @@ _BUILD_KEYS = {
 _FILE_KEYS = {**_BUILD_KEYS, "data": list}  # data: files the test reads, pushed beside the binary
 # prebuilt: objects or static libraries per board, e.g. "vendor/{board}/libk.a" ({board}, {arch})
 # pkg_config: packages found per board; pkg_config_path: extra .pc dirs ({board}, {arch})
+_BOARD_KEYS = {k: list for k in ("include_dirs", "defines", "cflags", "cxxflags", "ldflags", "libs")}
 SPEC = {
     "sources": list,
+    "exclude": list,  # globs taken out of sources (kernels/*.cc also matches kernels/*_test.cc)
+    "kind": {"*": _BOARD_KEYS},  # [kind.baremetal], [kind.linux], [kind.host]: per kind of board
+    "board": {"*": _BOARD_KEYS},  # [board.mps2-an386]: one board, after its kind
     "prebuilt": list,
     "pkg_config": list,
     "pkg_config_path": list,
@@ -68,27 +77,31 @@ class DirConfig:
     prebuilt: tuple[str, ...] = ()  # path patterns relative to root
     pkg_config: tuple[str, ...] = ()
     pkg_config_path: tuple[str, ...] = ()  # path patterns relative to root
+    per_board: dict[str, dict] = field(default_factory=dict, hash=False, compare=False)  # kind.X, board.X
+
+    def flags_for(self, board: str, kind: str) -> BuildFlags:
+        """The directory's flags, then its [kind.KIND] table's, then its [board.NAME] table's."""
+        flags = self.flags
+        for table in (self.per_board.get(f"kind.{kind}"), self.per_board.get(f"board.{board}")):
+            if table:
+                flags = _plus(flags, table, self._paths(table.get("include_dirs", [])))
+        return flags
 
     def prebuilt_for(self, board: str, arch: str) -> list[tuple[str, Path]]:
         """(pattern as written, path) of each prebuilt input for one board."""
         return [(p, (self.root / p.format(board=board, arch=arch)).resolve()) for p in self.prebuilt]
 
-    def for_file(self, source: Path) -> FileSettings:
-        """Flags, extra sources, timeout and data files for one test source, overrides applied."""
+    def for_file(self, source: Path, board: str = "", kind: str = "") -> FileSettings:
+        """Flags, extra sources, timeout and data files for one test source on one board,
+        the board's and the file's overrides applied."""
+        base = self.flags_for(board, kind)
         over = self.files.get(source.name)
         if over is None:
             rel = _relative(source, self.root)
             over = self.files.get(rel, {})
         if not over:
-            return FileSettings(self.flags, (), self.timeout, self.data)
-        flags = BuildFlags(
-            self.flags.include_dirs + tuple(self._paths(over.get("include_dirs", []))),
-            self.flags.defines + tuple(over.get("defines", [])),
-            self.flags.cflags + tuple(over.get("cflags", [])),
-            self.flags.cxxflags + tuple(over.get("cxxflags", [])),
-            self.flags.ldflags + tuple(over.get("ldflags", [])),
-            self.flags.libs + tuple(over.get("libs", [])),
-        )
+            return FileSettings(base, (), self.timeout, self.data)
+        flags = _plus(base, over, self._paths(over.get("include_dirs", [])))
         extra = tuple(self._glob(over.get("sources", []), "files.sources"))
         data = self.data + tuple(self._glob(over.get("data", []), "files.data"))
         return FileSettings(flags, extra, over.get("timeout", self.timeout), data)
@@ -126,6 +139,35 @@ class DirConfig:
         return found
 
 
+def _plus(flags: BuildFlags, table: dict, include_dirs: list[Path]) -> BuildFlags:
+    return BuildFlags(
+        flags.include_dirs + tuple(include_dirs),
+        *(getattr(flags, k) + tuple(table.get(k, [])) for k in ("defines", "cflags", "cxxflags", "ldflags", "libs")),
+    )
+
+
+_VARIABLE = re.compile(r"\$\{(\w+)\}|\$(\w+)")
+
+
+def _expand(data: object, path: Path, key: str = "") -> object:
+    """${VAR} and $VAR in every string (paths and flags), ~ at the start of one; an unset
+    variable is an error naming the file, the key and the variable."""
+    if isinstance(data, dict):
+        return {k: _expand(v, path, f"{key}.{k}" if key else k) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_expand(v, path, key) for v in data]
+    if not isinstance(data, str):
+        return data
+
+    def value(m: re.Match) -> str:
+        name = m.group(1) or m.group(2)
+        if name not in os.environ:
+            raise ConfigError(f"{path}: '{key}' entry {data!r} uses ${name}, which is not set in the environment")
+        return os.environ[name]
+
+    return os.path.expanduser(_VARIABLE.sub(value, data))
+
+
 def _is_glob(pattern: str) -> bool:
     return any(c in pattern for c in "*?[")
 
@@ -147,10 +189,12 @@ def _named_below(root: Path, name: str) -> bool:
 
 
 def find(start: Path, stop: Path) -> Path | None:
-    """The nearest ondevice.toml from start's directory up to (and including) stop."""
-    here = start if start.is_dir() else start.parent
-    stop = stop.resolve()
-    for d in [here.resolve(), *here.resolve().parents]:
+    """The nearest ondevice.toml from start's directory up to stop, or on up to the root of
+    the repository stop lies in: run from a subdirectory (pytest then makes it the rootdir),
+    the project's config is still found."""
+    here = (start if start.is_dir() else start.parent).resolve()
+    stop = _repository_root(stop.resolve())
+    for d in [here, *here.parents]:
         candidate = d / FILENAME
         if candidate.is_file():
             return candidate
@@ -159,14 +203,32 @@ def find(start: Path, stop: Path) -> Path | None:
     return None
 
 
+def _repository_root(path: Path) -> Path:
+    for d in [path, *path.parents]:
+        if (d / ".git").exists() or (d / ".hg").exists():
+            return d
+    return path
+
+
 @functools.cache
-def load(path: Path | None, fallback_root: Path) -> DirConfig:
+def load(path: Path | None, fallback_root: Path, test_patterns: tuple[str, ...] = TEST_PATTERNS) -> DirConfig:
+    """test_patterns: the collected test sources, which never go into the library."""
     if path is None:
         return DirConfig(None, fallback_root)
     data = load_toml(path)
     check(data, SPEC, path)
+    data = _expand(data, path)
     cfg = DirConfig(path, path.parent.resolve())
-    sources = tuple(cfg._glob(data.get("sources", []), "sources"))
+    excluded = [cfg.root / p for p in data.get("exclude", [])]
+    sources = tuple(
+        src
+        for src in cfg._glob(data.get("sources", []), "sources")
+        if not any(fnmatch.fnmatch(src.name, t) for t in test_patterns)
+        and not any(src.match(str(x)) or fnmatch.fnmatch(str(src), str(x)) for x in excluded)
+    )
+    per_board = {f"{group}.{name}": table for group in ("kind", "board") for name, table in data.get(group, {}).items()}
+    for key, table in per_board.items():
+        cfg._paths(table.get("include_dirs", []), f"{key}.include_dirs")
     flags = BuildFlags(
         tuple(cfg._paths(data.get("include_dirs", []))),
         *(tuple(data.get(k, [])) for k in ("defines", "cflags", "cxxflags", "ldflags", "libs")),
@@ -184,4 +246,5 @@ def load(path: Path | None, fallback_root: Path) -> DirConfig:
         tuple(data.get("prebuilt", [])),
         tuple(data.get("pkg_config", [])),
         tuple(data.get("pkg_config_path", [])),
+        per_board,
     )

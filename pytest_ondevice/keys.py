@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+TEST_PATTERNS = ("*_test.c", "*_test.cc", "*_test.cpp")  # collected by default (ini ondevice_files)
 SESSION_KEY = pytest.StashKey[Any]()  # the OnDeviceSession (runner.py), imported only when used
 # --bench-compare: the baseline's records by bench key, and the slowdown threshold in %
 BASELINE_KEY = pytest.StashKey["tuple[dict[str, dict], float] | None"]()

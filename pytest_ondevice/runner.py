@@ -19,6 +19,7 @@ from . import dirconfig, toolchain
 from .board import Board, BoardRegistry
 from .build import Artifact, Builder, BuildError
 from .devlog import DeviceLog
+from .keys import TEST_PATTERNS
 from .protocol import BinaryVerdicts, RunEnd, TestOutputParser
 from .schema import ConfigError
 from .sizecheck import SizeError
@@ -66,6 +67,7 @@ class Settings:
     retries: int = 1  # extra attempts after a dropped connection
     transport_options: dict = field(default_factory=dict)  # session-wide (ini) transport settings
     cache_dir: Path | None = None  # the shared build cache (default: per user)
+    test_patterns: tuple[str, ...] = TEST_PATTERNS  # collected sources: never in a library
     cache_max_size: int | None = None  # trimmed to this at session end
     log_max: int | None = None  # bytes per device log file (head and tail kept; None: the default)
 
@@ -130,7 +132,7 @@ class OnDeviceSession:
 
     def dir_config(self, source: Path) -> dirconfig.DirConfig:
         path = dirconfig.find(source, self.settings.rootdir)
-        return dirconfig.load(path, source.parent.resolve())
+        return dirconfig.load(path, source.parent.resolve(), self.settings.test_patterns)
 
     def timeout_for(self, spec: BinarySpec) -> float:
         """Per-file override, then --device-timeout, then ini, then the board's default."""
