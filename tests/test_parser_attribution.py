@@ -693,3 +693,14 @@ def test_name_started_twice_in_a_row_is_flagged_without_blaming_another():
         [b"Testing A\nTesting A\n2/2 tests passed\n~~~ALL TESTS PASSED~~~\n"], ["A"], RunEnd(exit_code=0)
     )
     assert alone.cases["A"].message.startswith("case A was started 2 times but is declared once")
+
+
+def test_passed_and_skipped_verdicts_carry_their_log_and_no_location():
+    result = parse_bytes([V1_STYLE_MIXED], ["Ok", "Skips"], RunEnd(exit_code=0))
+    ok, skips = result.cases["Ok"], result.cases["Skips"]
+    assert (ok.outcome, ok.message, ok.location, ok.log) == (Outcome.PASSED, "", None, "Testing Ok")
+    assert (skips.outcome, skips.message, skips.location) == (Outcome.SKIPPED, "why", None)
+    assert skips.log.splitlines() == ["Testing Skips", "#ondevice skip why", "2/2 tests passed"]
+
+
+V1_STYLE_MIXED = b"Testing Ok\nTesting Skips\n#ondevice skip why\n2/2 tests passed\n~~~ALL TESTS PASSED~~~\n"
