@@ -412,8 +412,7 @@ class SshTransport(Transport):
                     raise ConnectionLost(f"{self.where}: connection lost while the binary ran")
                 else:
                     end.exit_code = chan.exit_status
-                    self._check_preflight(chan, deployed)
-                    self._kill_run(pidfile, token)  # what it left running (a daemon child) goes too
+                    self._check_preflight(chan, deployed)  # a child it left running ends with the session
         except BaseException:
             if end.timed_out is None and transport.is_active():  # Ctrl-C or our own error: leave nothing behind
                 with contextlib.suppress(Exception):
