@@ -7,13 +7,15 @@ as before and start as fast; with one, the session plugin in active.py is regist
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from .keys import selected_boards
+from .keys import TEST_PATTERNS, selected_boards
 
-DEFAULT_FILES = "*_test.c *_test.cc *_test.cpp"
+DEFAULT_FILES = " ".join(TEST_PATTERNS)
 
 __all__ = ["selected_boards"]
 
@@ -35,7 +37,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--device-timeout",
-        type=float,
+        type=_seconds_option,
         default=None,
         metavar="SECONDS",
         help="kill a test binary that runs longer than this (default: per board)",
@@ -48,7 +50,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--build-jobs",
-        type=int,
+        type=_jobs_option,
         default=None,
         metavar="N",
         help="compiler processes to run at once (default: number of cores)",
@@ -122,8 +124,68 @@ def pytest_configure(config: pytest.Config) -> None:
     if not selected_boards(config):
         return  # a plain pytest run: nothing of ours is imported, collected or built
     from .active import activate
+    from .interrupts import Interrupts
 
+    _check_ini_numbers(config)
+    interrupts = Interrupts()
+    config.stash[INTERRUPTS_KEY] = interrupts
     activate(config)
+    config.pluginmanager.register(interrupts, "ondevice-interrupts")
+    interrupts.install()  # SIGTERM and SIGHUP end the run as Ctrl-C does: nothing left running
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Last of all (this plugin was registered first): after the session has closed."""
+    interrupts = config.stash.get(INTERRUPTS_KEY, None)
+    if interrupts is not None:
+        interrupts.restore()
+
+
+INTERRUPTS_KEY = pytest.StashKey[Any]()  # interrupts.Interrupts, imported only with a board
+
+
+def _seconds_option(text: str) -> float:
+    """--device-timeout: 0, a negative, nan or inf would never (or always) strike."""
+    from .schema import seconds
+
+    try:
+        return seconds(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _jobs_option(text: str) -> int:
+    """--build-jobs: 0 or fewer would build nothing, and wait forever."""
+    try:
+        jobs = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, not {text!r}") from None
+    if jobs < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, not {text!r}")
+    return jobs
+
+
+def _check_ini_numbers(config: pytest.Config) -> None:
+    """The numeric ini options, checked before use: a usage error naming the option and the
+    ini file, not an INTERNALERROR traceback."""
+    from .schema import seconds
+
+    where = f" in {config.inipath}" if config.inipath else ""
+    timeout = config.getini("ondevice_timeout")
+    if timeout:
+        try:
+            seconds(timeout)
+        except ValueError as e:
+            raise pytest.UsageError(f"ondevice_timeout{where}: {e}") from None
+    retries = config.getini("ondevice_retries")
+    try:
+        ok = int(retries) >= 0
+    except ValueError:
+        ok = False
+    if not ok:
+        raise pytest.UsageError(
+            f"ondevice_retries{where}: must be a whole number of extra attempts >= 0, not {retries!r}"
+        )
 
 
 def registry(config: pytest.Config):
