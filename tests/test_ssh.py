@@ -638,13 +638,20 @@ def test_a_binary_gone_from_the_device_cache_is_pushed_again_not_failed(pi):
     result.assert_outcomes(passed=2)
 
 
-def test_sigkill_of_pytest_mid_run_leaves_nothing_running_on_the_device(pi):
-    """The device side ends with the connection: sshd does not signal a no-pty session."""
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGKILL], ids=lambda s: s.name)
+def test_pytest_ended_by_a_signal_mid_run_leaves_nothing_running_on_the_device(pi, sig):
+    """A CI cancel, `timeout`, a closed terminal, kill -9: the device side ends with the connection
+    (sshd does not signal a no-pty session), so it ends whatever the plugin could still do."""
     pi.write("hang_test.c", HANG)
     proc = _start(pi)
     wait_until(lambda: pi.sshd.ps().count("hang_test") >= 2, 60, "the binary and its child run")
-    proc.kill()
-    proc.wait()
+    proc.send_signal(sig)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise AssertionError(f"pytest did not end on {sig.name}") from None
     gone(pi, "hang_test")
     wait_until(lambda: not _scratch_dirs(pi), 10, "the killed session's dir is removed")
 
