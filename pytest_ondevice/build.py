@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import shlex
 import subprocess
 import threading
@@ -289,12 +290,12 @@ class Builder:
         with self._lock:
             return len(self._finished), len(self._requested), self._current
 
-    def _compile_now(self, board: Board, tc: ResolvedToolchain, src: Path, flags: BuildFlags) -> Path:
+    def _compile_args(self, board: Board, src: Path, flags: BuildFlags) -> list[str]:
+        """Everything after the compiler's name but the output: one place for builds and
+        the preprocessor's look at a test source."""
         cxx = src.suffix in CXX_SUFFIXES
-        compiler = tc.cxx if cxx else tc.cc
-        board_flags = board.toolchain.cxxflags if cxx else board.toolchain.cflags
-        args = [
-            *board_flags,
+        return [
+            *(board.toolchain.cxxflags if cxx else board.toolchain.cflags),
             *(flags.cxxflags if cxx else flags.cflags),
             *self._session_flags,
             f"-I{INCLUDE_DIR}",
@@ -304,6 +305,34 @@ class Builder:
             "-c",
             str(src),
         ]
+
+    def compiled_out(
+        self, board: Board, tc: ResolvedToolchain, cfg: DirConfig, source: Path, cases: dict[str, int]
+    ) -> dict[str, str]:
+        """Which of these cases (name -> declaration line) the preprocessor removes for this
+        board, each with the directive that removed it: decided from what is compiled (a
+        marker after each declaration, kept only in active code), never from a guess."""
+        lines = source.read_text(encoding="utf-8", errors="replace").splitlines()
+        marked = list(lines)
+        for line in cases.values():
+            if 1 <= line <= len(marked) and not marked[line - 1].rstrip().endswith("\\"):
+                marked[line - 1] += f" ondevice_case_marker_{line}"
+        flags = pkgconfig.merged(cfg.for_file(source, board.name, board.kind).flags, self._pkg_flags(board, cfg))
+        staged = self.store.staging()
+        copy = staged / source.name
+        copy.write_text("\n".join(marked) + "\n")
+        args = [a for a in self._compile_args(board, source, flags) if a not in ("-c", str(source))]
+        out = staged / "preprocessed"
+        compiler = tc.cxx if source.suffix in CXX_SUFFIXES else tc.cc
+        self._tool([*compiler, *args, "-E", "-P", str(copy), "-o", str(out)], "preprocess")
+        kept = set(re.findall(r"ondevice_case_marker_(\d+)", out.read_text(errors="replace")))
+        return {name: _condition(lines, line) for name, line in cases.items() if str(line) not in kept}
+
+    def _compile_now(self, board: Board, tc: ResolvedToolchain, src: Path, flags: BuildFlags) -> Path:
+        cxx = src.suffix in CXX_SUFFIXES
+        compiler = tc.cxx if cxx else tc.cc
+        board_flags = board.toolchain.cxxflags if cxx else board.toolchain.cflags
+        args = self._compile_args(board, src, flags)
         key = key_of("compile", tc.identity, self._names.args(args), self.store.digest(src))
         name = src.name + ".o"
 
@@ -469,6 +498,26 @@ class Builder:
                     f"ondevice_cache_dir elsewhere (cache: {self.store.root})\n{text}"
                 )
             raise BuildError(f"{what} failed: {shlex.join(argv)}\n{text}")
+
+
+_DIRECTIVE = re.compile(r"\s*#\s*(if|ifdef|ifndef|elif|else|endif)\b")
+
+
+def _condition(lines: list[str], line: int) -> str:
+    """The innermost conditional directive around a line, as written ("#ifdef X")."""
+    stack: list[str] = []
+    for text in lines[: line - 1]:
+        m = _DIRECTIVE.match(text)
+        if m is None:
+            continue
+        if m.group(1) in ("if", "ifdef", "ifndef"):
+            stack.append(text.strip())
+        elif m.group(1) == "endif":
+            if stack:
+                stack.pop()
+        elif stack:  # elif / else: the branch the case sits in
+            stack[-1] = f"{stack[-1]} ... {text.strip()}"
+    return stack[-1] if stack else "a preprocessor condition"
 
 
 def _depfile(path: Path) -> list[str]:

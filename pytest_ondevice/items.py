@@ -51,7 +51,8 @@ class OnDeviceFile(pytest.File):
         rel = _rel(self.path, self.config.rootpath)
         for board_name in selected_boards(self.config):
             board = session.registry.get(board_name)
-            spec = BinarySpec(board, self.path.resolve(), rel, device_names(found))
+            lines = tuple((c.name, c.line) for c in found)
+            spec = BinarySpec(board, self.path.resolve(), rel, device_names(found), lines)
             for case in cases:
                 name = f"{case.name}[{board.name}]"
                 item = OnDeviceItem.from_parent(

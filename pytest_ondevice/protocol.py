@@ -119,6 +119,9 @@ class Start:
     v1: bool  # by `Testing NAME`: v1 runs its cases in source order
 
 
+NEVER_STARTED = "not run: the device never started this case (is it compiled out, or registered under another name?)"
+
+
 @dataclass
 class Verdict:
     """The outcome a pytest item reports, with the message a user reads."""
@@ -397,11 +400,7 @@ class TestOutputParser:
                     "not run: no verdict (output ended without the closing summary)" + _exit_note(end),
                 )
             else:
-                cases[name] = Verdict(
-                    Outcome.FAILED,
-                    "not run: the device never started this case "
-                    "(is it compiled out, or registered under another name?)",
-                )
+                cases[name] = Verdict(Outcome.FAILED, NEVER_STARTED)
         unknown = {n: v for n, v in verdicts.items() if n not in wanted}
         return BinaryVerdicts(cases, unknown, problems, self.benches)
 

@@ -20,7 +20,7 @@ from .board import Board, BoardRegistry
 from .build import Artifact, Builder, BuildError
 from .devlog import DeviceLog
 from .keys import TEST_PATTERNS
-from .protocol import BinaryVerdicts, RunEnd, TestOutputParser
+from .protocol import NEVER_STARTED, BinaryVerdicts, Outcome, RunEnd, TestOutputParser, Verdict
 from .schema import ConfigError
 from .sizecheck import SizeError
 from .store import CacheError
@@ -37,6 +37,7 @@ class BinarySpec:
     source: Path
     rel: str  # source path relative to the project root, for output names
     cases: tuple[str, ...]
+    lines: tuple[tuple[str, int], ...] = ()  # (case, line of its declaration)
 
     @property
     def key(self) -> tuple[str, Path]:
@@ -234,8 +235,27 @@ class OnDeviceSession:
                 return BinaryResult(infra_error=message, log_path=log_path, artifact=artifact)
             log.close(end)
             verdicts = parser.verdicts(list(spec.cases), end)
+            self._skip_compiled_out(spec, verdicts)
             return BinaryResult(verdicts, None, None, log_path, end, artifact, timeout)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _skip_compiled_out(self, spec: BinarySpec, verdicts: BinaryVerdicts) -> None:
+        """A case the device never started, after a normal end, is asked about: if the
+        preprocessor removed it for this board (an #ifdef), it is skipped saying so."""
+        never = {
+            name: line
+            for name, line in spec.lines
+            if verdicts.cases.get(name) is not None and verdicts.cases[name].message.startswith(NEVER_STARTED)
+        }
+        if not never:
+            return
+        cfg = self.dir_config(spec.source)
+        try:
+            removed = self.builder.compiled_out(spec.board, toolchain.resolve(spec.board), cfg, spec.source, never)
+        except (BuildError, toolchain.ToolchainError, CacheError):
+            return  # cannot tell: the case stays "not run"
+        for name, condition in removed.items():
+            verdicts.cases[name] = Verdict(Outcome.SKIPPED, f"compiled out on {spec.board.name}: `{condition}`")
 
     def _count_deploy(self, pushed: bool | None) -> None:
         with self._lock:

@@ -87,3 +87,52 @@ def test_the_config_is_found_when_pytest_runs_from_a_subdirectory(project, monke
     (micro / "pytest.ini").write_text(ini.read_text().replace("[pytest]", "[pytest]", 1))  # pytest roots here now
     result = project.pytester.runpytest("--board=host", "-p", "no:cacheprovider", *QUIET)
     result.assert_outcomes(passed=2)
+
+
+COMPRESSED = """
+    #include "micro_test.h"
+    TF_LITE_MICRO_TESTS_BEGIN
+    TF_LITE_MICRO_TEST(Plain) { TF_LITE_MICRO_EXPECT_EQ(1, 1); }
+    #ifdef USE_TFLM_COMPRESSION
+    TF_LITE_MICRO_TEST(PlainCompressed) { TF_LITE_MICRO_EXPECT_EQ(1, 1); }
+    #endif  // USE_TFLM_COMPRESSION
+    #if 0
+    TF_LITE_MICRO_TEST(Disabled) { TF_LITE_MICRO_EXPECT_EQ(1, 2); }
+    #else
+    TF_LITE_MICRO_TEST(Enabled) { TF_LITE_MICRO_EXPECT_EQ(1, 1); }
+    #endif
+    TF_LITE_MICRO_TESTS_END
+"""
+
+
+def test_a_case_the_preprocessor_removed_is_skipped_naming_the_condition(project):
+    project.write("compressed_test.c", COMPRESSED)
+    result = project.run("-v", "-rs")
+    result.assert_outcomes(passed=2, skipped=2)
+    result.stdout.fnmatch_lines_random(
+        [
+            "*PlainCompressed[[]host[]] SKIPPED*",
+            "*compiled out on host: `#ifdef USE_TFLM_COMPRESSION`*",
+            "*compiled out on host: `#if 0`*",
+        ]
+    )
+    project.write("ondevice.toml", '[board.host]\ndefines = ["USE_TFLM_COMPRESSION"]\n')
+    again = project.run("-v")
+    again.assert_outcomes(passed=3, skipped=1)
+    again.stdout.fnmatch_lines(["*PlainCompressed[[]host[]] PASSED*"])
+
+
+def test_a_case_never_started_but_compiled_in_still_fails(project):
+    project.write(
+        "renamed_test.c",
+        """
+        #include "micro_test.h"
+        #define TF_LITE_MICRO_TEST_RENAMED(n) TF_LITE_MICRO_TEST(Other)
+        TF_LITE_MICRO_TESTS_BEGIN
+        TF_LITE_MICRO_TEST(Fine) { TF_LITE_MICRO_EXPECT_EQ(1, 1); }
+        TF_LITE_MICRO_TEST_RENAMED(Lost) { TF_LITE_MICRO_EXPECT_EQ(1, 1); }
+        TF_LITE_MICRO_TESTS_END
+        """,
+    )
+    result = project.run("-v")
+    assert "compiled out" not in result.stdout.str()

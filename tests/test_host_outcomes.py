@@ -239,7 +239,7 @@ def test_pass_string_then_crash_is_not_a_pass(project):
     )
 
 
-def test_case_in_source_but_never_run_fails_as_not_run(project):
+def test_case_the_board_compiles_out_is_skipped_naming_the_condition(project):
     project.write(
         "partial_test.c",
         """
@@ -252,9 +252,9 @@ def test_case_in_source_but_never_run_fails_as_not_run(project):
         TF_LITE_MICRO_TESTS_END
         """,
     )
-    result = project.run("-v")
-    result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*NeedsDsp[[]host[]] FAILED*", "*not run: the device never started this case*"])
+    result = project.run("-v", "-rs")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*NeedsDsp[[]host[]] SKIPPED*", "*compiled out on host: `#ifdef HAVE_DSP`*"])
 
 
 def test_case_generated_by_a_macro_is_reported_not_dropped(project):
