@@ -2,12 +2,16 @@
 
 One Fabric/paramiko connection per device per session, reused for every push
 and exec. Host keys are verified against known_hosts (fabric alone would
-accept any key). Binaries go to a small hash-named cache on the device, so an
-unchanged binary is never pushed twice, and run from a per-session scratch
-directory that is removed at the end. Each run records its shell's pid (the
-session leader sshd made, so also the process group), which is how a timeout
-kills the binary and everything it started. Any failure of the connection is
-an InfrastructureError: the device is down, not the test wrong.
+accept any key). Binaries go to a hash-named cache on the device that only the
+device user can write (device_cache.py has the rules), so an unchanged binary
+is never pushed twice, and run from a per-session dir removed at the end.
+Every command runs under `sh` (the login shell parses only a fixed stub), and
+a "keeper" shell per session runs our housekeeping and, when the connection
+ends for any reason, ends the session's processes: sshd does not signal a
+no-pty session. A run's processes carry a token in their environment, which is
+how a timeout kills the binary and everything it started, setsid() or not.
+Any failure of the connection is an InfrastructureError: the device is down,
+not the test wrong.
 """
 
 from __future__ import annotations
@@ -67,7 +71,6 @@ class SshTransport(Transport):
         self._linked: set[str] = set()
         self._held: dict[str, int] = {}  # device cache: content hash -> size
         self._pushed: set[str] = set()  # pushed by this session
-        self._touched: set[str] = set()  # already in the cache, marked as used by this session
         self._push_locks: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
         self._sftps: dict[str, Any] = {}  # "deploy" and "prefetch": a client is not safe to share
@@ -83,6 +86,7 @@ class SshTransport(Transport):
         self._gen = 0  # connections opened so far
         self.damaged = 0  # cached entries whose content no longer matched their name
         self.root = ""
+        self.where = str(self.target)
 
     # -- connection --------------------------------------------------------------
     def open(self) -> None:
