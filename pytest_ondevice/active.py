@@ -12,6 +12,7 @@ import pytest
 
 from . import store
 from .benchreport import BenchReport, load_baseline
+from .build import BuildStats
 from .items import DeviceInfrastructureError, OnDeviceFile
 from .keys import BASELINE_KEY, SESSION_KEY, selected_boards
 from .plugin import registry
@@ -151,6 +152,9 @@ class OnDevicePlugin:
     """The hooks of a session with a board: registered by activate(), so a plain pytest run
     never calls them."""
 
+    def __init__(self) -> None:
+        self.workers: list[dict[str, int]] = []  # xdist controller: figures from each worker
+
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
         session = parent.config.stash.get(SESSION_KEY, None)
         if session is None:
@@ -192,21 +196,58 @@ class OnDevicePlugin:
             report.longrepr = str(call.excinfo.value)  # the cause, not a traceback of our plumbing
         return report
 
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        ondevice = session.config.stash.get(SESSION_KEY, None)
+        if ondevice is not None and hasattr(session.config, "workeroutput"):  # an xdist worker
+            session.config.workeroutput["ondevice_build"] = _numbers(ondevice)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node, error) -> None:
+        """xdist controller: each worker's build figures, for one report line."""
+        numbers = getattr(node, "workeroutput", {}).get("ondevice_build")
+        if numbers:
+            self.workers.append(numbers)
+
     def pytest_terminal_summary(self, terminalreporter, config: pytest.Config) -> None:
         ondevice = config.stash.get(SESSION_KEY, None)
         if ondevice is None:
             return
-        stats = ondevice.builder.stats
-        if stats.compiled or stats.reused or stats.linked or stats.link_reused:
-            deploy = ""
-            if ondevice.pushed or ondevice.push_skipped:
-                deploy = f"; {ondevice.pushed} pushed, {ondevice.push_skipped} already on the device"
-            terminalreporter.write_line(
-                f"ondevice build: {ondevice.builder.summary()}; {ondevice.runs} binaries run{deploy}; "
-                f"logs in {ondevice.settings.build_root}"
-            )
+        if self.workers:
+            total = {k: sum(w.get(k, 0) for w in self.workers) for k in self.workers[0]}
+            line = _summary(total, ondevice.settings.build_root, len(self.workers))
+        else:
+            line = _summary(_numbers(ondevice), ondevice.settings.build_root)
+        if line:
+            terminalreporter.write_line(line)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         ondevice = config.stash.get(SESSION_KEY, None)
         if ondevice is not None:
             ondevice.close()
+
+
+def _numbers(ondevice: OnDeviceSession) -> dict[str, int]:
+    build, cache = ondevice.builder.stats, ondevice.builder.store.stats
+    return {
+        "compiled": build.compiled,
+        "reused": build.reused,
+        "linked": build.linked,
+        "link_reused": build.link_reused,
+        "damaged": cache.damaged,
+        "uncached": cache.uncached,
+        "runs": ondevice.runs,
+        "pushed": ondevice.pushed,
+        "push_skipped": ondevice.push_skipped,
+    }
+
+
+def _summary(n: dict[str, int], logs: Path, workers: int = 0) -> str | None:
+    """The "ondevice build:" line: what was compiled and reused, run and pushed."""
+    if not (n["compiled"] or n["reused"] or n["linked"] or n["link_reused"]):
+        return None
+    build = BuildStats(n["compiled"], n["reused"], n["linked"], n["link_reused"]).summary(n["damaged"], n["uncached"])
+    deploy = ""
+    if n["pushed"] or n["push_skipped"]:
+        deploy = f"; {n['pushed']} pushed, {n['push_skipped']} already on the device"
+    by = f" (by {workers} workers)" if workers else ""
+    return f"ondevice build: {build}; {n['runs']} binaries run{deploy}{by}; logs in {logs}"

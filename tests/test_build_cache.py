@@ -487,3 +487,11 @@ def test_a_cached_binary_that_cannot_be_executed_is_an_error_not_a_traceback(pro
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*cannot execute */value_test.c.elf: Permission denied*"])
     assert "Traceback" not in result.stdout.str()
+
+
+def test_xdist_workers_share_one_build_and_report_it(project):
+    project.copy_examples()
+    result = project.run("examples", "-n", "2")
+    result.assert_outcomes(passed=8)
+    # each object is compiled by one worker; a worker that needs it too reuses it
+    result.stdout.fnmatch_lines(["ondevice build: 6 compiled, * reused; 2 linked, * reused; * (by 2 workers);*"])
