@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import posixpath
 import re
+import shlex
 import stat
 import time
 from typing import Any, Protocol
@@ -146,3 +147,41 @@ def prune(fs: DeviceFs, root: str, keep: int) -> list[str]:
             fs.remove(posixpath.join(bin_dir, name))
             removed.append(name)
     return removed
+
+
+KEEPER = (
+    "ondevice_kill() { n=0; while [ $n -lt 50 ]; do "
+    'p=$(grep -l "$1" /proc/[0-9]*/environ 2>/dev/null | sed "s,^/proc/,,;s,/environ$,,"); '
+    '[ -z "$p" ] && return 0; kill -KILL $p 2>/dev/null; n=$((n+1)); done; }; '
+    'ondevice_alive() { [ -f "$1/.keeper" ] || return 0; read -r kp ks < "$1/.keeper" || return 1; '
+    '[ -r /proc/$kp/stat ] || return 1; set -- $(sed "s/.*) //" /proc/$kp/stat); '
+    '[ "$1" != Z ] && [ "${20}" = "$ks" ]; }; '
+    'printf "#ondevice-hello %s %s\\n" "$(id -u)" "$HOME"; '
+    'while IFS= read -r c; do eval "$c"; printf "\\n#ondevice-done NONCE %s\\n" $?; done; '
+    'if [ -n "$ondevice_S" ]; then ondevice_kill "ONDEVICE_SESSION=$ondevice_sid"; rm -rf "$ondevice_S"; fi'
+)
+"""The keeper, for any transport with a POSIX shell on the device (sshd's, adb shell's): a loop
+running our commands, one a line, each answered by `#ondevice-done NONCE STATUS`; at EOF
+(the session's end or a dropped link) it ends every process whose environment holds
+ONDEVICE_SESSION=<id> and removes the session dir. `ondevice_kill PATTERN` ends the processes
+whose environment matches (so a child that called setsid() too); `ondevice_alive DIR` says
+whether the session owning DIR still has its keeper (pid and start time in DIR/.keeper)."""
+
+
+def start_session(scratch: str, sid: str) -> str:
+    """For the keeper: make the session dir (and its holds), record the keeper there, own both."""
+    return (
+        f'ondevice_S={shlex.quote(scratch)}; ondevice_sid={sid}; mkdir -m 700 "$ondevice_S" '
+        f'"$ondevice_S/{HOLDS}" && set -- $(sed "s/.*) //" /proc/$$/stat) && '
+        f'echo "$$ ${{20}}" > "$ondevice_S/.keeper"'
+    )
+
+
+def sweep(root: str) -> str:
+    """End what sessions killed before us left (their keeper is gone), and remove their dirs."""
+    sessions = shlex.quote(f"{root}/{SESSIONS}")
+    return (
+        f'for d in {sessions}/*; do n=${{d##*/}}; case "$n" in *[!0-9a-f]*) continue;; esac; '
+        f'[ ${{#n}} -eq 16 ] && [ "$d" != "$ondevice_S" ] || continue; ondevice_alive "$d" && continue; '
+        'ondevice_kill "ONDEVICE_SESSION=$n"; rm -rf "$d"; done; true'
+    )

@@ -156,13 +156,8 @@ class SshTransport(Transport):
             self.cache = f"{self.root}/{device_cache.BIN}"
             self.sid = secrets.token_hex(8)
             self.scratch = f"{self.root}/{device_cache.SESSIONS}/{self.sid}"
-            q = shlex.quote
-            self._exec(  # the keeper removes this dir and ends its processes when the link goes
-                f'ondevice_S={q(self.scratch)}; ondevice_sid={self.sid}; mkdir -m 700 "$ondevice_S" '
-                f'"$ondevice_S/{device_cache.HOLDS}" && set -- $(sed "s/.*) //" /proc/$$/stat) && '
-                f'echo "$$ ${{20}}" > "$ondevice_S/.keeper"'
-            )
-            self._exec(_sweep(self.root))  # what sessions killed earlier left: processes, dirs
+            self._exec(device_cache.start_session(self.scratch, self.sid))  # the keeper owns it from here
+            self._exec(device_cache.sweep(self.root))  # what sessions killed earlier left: processes, dirs
             # what the device already holds, listed once rather than asked per binary
             self._held = {
                 a.filename: a.st_size
@@ -193,7 +188,7 @@ class SshTransport(Transport):
         chan.exec_command(BOOT)
         self._nonce = secrets.token_hex(6)
         with contextlib.suppress(OSError):  # a nologin shell may be gone already: what it said is read below
-            chan.sendall((KEEPER.replace("NONCE", self._nonce) + "\n").encode())
+            chan.sendall((device_cache.KEEPER.replace("NONCE", self._nonce) + "\n").encode())
         self._keeper = chan
         self._keeper_buf = b""
         try:
@@ -534,29 +529,6 @@ BOOT = "exec sh -c 'IFS= read -r ondevice_cmd && eval \"$ondevice_cmd\"'"
 """What the login shell parses (fish, bash, dash, zsh alike); the real command comes on stdin."""
 
 PATH = "/usr/local/bin:/usr/bin:/bin"
-
-KEEPER = (
-    "ondevice_kill() { n=0; while [ $n -lt 50 ]; do "
-    'p=$(grep -l "$1" /proc/[0-9]*/environ 2>/dev/null | sed "s,^/proc/,,;s,/environ$,,"); '
-    '[ -z "$p" ] && return 0; kill -KILL $p 2>/dev/null; n=$((n+1)); done; }; '
-    'ondevice_alive() { [ -f "$1/.keeper" ] || return 0; read -r kp ks < "$1/.keeper" || return 1; '
-    '[ -r /proc/$kp/stat ] || return 1; set -- $(sed "s/.*) //" /proc/$kp/stat); '
-    '[ "$1" != Z ] && [ "${20}" = "$ks" ]; }; '
-    'printf "#ondevice-hello %s %s\\n" "$(id -u)" "$HOME"; '
-    'while IFS= read -r c; do eval "$c"; printf "\\n#ondevice-done NONCE %s\\n" $?; done; '
-    'if [ -n "$ondevice_S" ]; then ondevice_kill "ONDEVICE_SESSION=$ondevice_sid"; rm -rf "$ondevice_S"; fi'
-)
-"""The keeper: a loop of our commands; at EOF (session end or a dropped link) it cleans up."""
-
-
-def _sweep(root: str) -> str:
-    """End what sessions killed before us left (their keeper is gone), and remove their dirs."""
-    sessions = shlex.quote(f"{root}/{device_cache.SESSIONS}")
-    return (
-        f'for d in {sessions}/*; do n=${{d##*/}}; case "$n" in *[!0-9a-f]*) continue;; esac; '
-        f'[ ${{#n}} -eq 16 ] && [ "$d" != "$ondevice_S" ] || continue; ondevice_alive "$d" && continue; '
-        'ondevice_kill "ONDEVICE_SESSION=$n"; rm -rf "$d"; done; true'
-    )
 
 
 def _pre(what: str, code: int) -> str:
