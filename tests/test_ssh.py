@@ -772,3 +772,13 @@ def test_the_device_accounts_login_shell_is_not_ours_to_rely_on(pi, accounts, sh
     else:
         result.assert_outcomes(errors=3)
         result.stdout.fnmatch_lines(["*cannot run sh commands*currently not available*login shell*"])
+
+
+def test_a_scratch_root_that_cannot_hold_the_cache_is_an_error_naming_the_fix(pi):
+    pi.write("cases_test.c", CASES)
+    missing = pi.run(f"--device={pi.sshd.alias}", board=variant(pi, "rpi-nodir", 'scratch_root = "/nonexistent"'))
+    missing.assert_outcomes(errors=3)
+    missing.stdout.fnmatch_lines(["*cannot set up the binary cache under /nonexistent*No such file*set scratch_root*"])
+    readonly = pi.run(f"--device={pi.sshd.alias}", board=variant(pi, "rpi-ro", 'scratch_root = "/proc"'))
+    readonly.assert_outcomes(errors=3)
+    readonly.stdout.fnmatch_lines(["*cannot set up the binary cache under /proc on the device*set scratch_root*"])

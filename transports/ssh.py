@@ -148,6 +148,7 @@ class SshTransport(Transport):
         self.conn = conn
         self.where = where
         _track_exit_signals(conn.client.get_transport())
+        base = "~"
         try:
             uid, home = self._start_keeper()
             sftp = self._sftp("deploy")
@@ -170,7 +171,10 @@ class SshTransport(Transport):
             self.conn = None
             raise
         except OSError as e:
-            raise InfrastructureError(f"{where}: cannot set up {self.root or 'the cache'} on the device: {e}") from None
+            raise InfrastructureError(
+                f"{where}: cannot set up the binary cache {self.root or 'under ' + base} on the device: {e}; "
+                "set scratch_root in the board's [transport] to a directory this account can write"
+            ) from None
         except Exception as e:  # paramiko: SSHException or EOFError on a link that dropped
             raise ConnectionLost(f"{where}: connection lost: {e}") from None
         self._gen += 1
