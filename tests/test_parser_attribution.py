@@ -704,3 +704,13 @@ def test_passed_and_skipped_verdicts_carry_their_log_and_no_location():
 
 
 V1_STYLE_MIXED = b"Testing Ok\nTesting Skips\n#ondevice skip why\n2/2 tests passed\n~~~ALL TESTS PASSED~~~\n"
+
+
+def test_duplicate_whose_runs_both_failed_counts_two_failures_in_the_tally():
+    out = (
+        b"Testing Same\nx failed at s.c:1\nTesting Same\ny failed at s.c:2\nTesting Other\n"
+        b"1/3 tests passed\n~~~SOME TESTS FAILED~~~\n"
+    )
+    result = parse_bytes([out], ["Same", "Same", "Other"], RunEnd(exit_code=1))
+    assert outcomes(result) == {"Same": Outcome.FAILED, "Other": Outcome.PASSED}
+    assert not result.problems
