@@ -71,6 +71,7 @@ class SshTransport(Transport):
         self._linked: set[str] = set()
         self._held: dict[str, int] = {}  # device cache: content hash -> size
         self._pushed: set[str] = set()  # pushed by this session
+        self._reported: set[str] = set()  # deploys already reported (pushed or held) to the runner
         self._push_locks: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
         self._sftps: dict[str, Any] = {}  # "deploy" and "prefetch": a client is not safe to share
@@ -308,7 +309,10 @@ class SshTransport(Transport):
             ) from None
         except Exception as e:  # paramiko: SSHException or EOFError on a link that dropped
             raise ConnectionLost(f"{self.where}: connection lost while pushing {artifact.name}: {e}") from None
-        return Deployed(link, sha256, pushed=sha256 in self._pushed, cwd=run_dir)
+        with self._lock:  # a retry's deploy of what this session pushed is no second push
+            pushed = sha256 in self._pushed and sha256 not in self._reported
+            self._reported.add(sha256)
+        return Deployed(link, sha256, pushed=pushed, cwd=run_dir)
 
     def _free_space_note(self) -> str:
         """SFTP reports a full disk as a bare "Failure": say how much room there is."""
