@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from _pytest._code.code import TerminalRepr
+from _pytest._code.code import ReprFileLocation, TerminalRepr
 from _pytest._io import TerminalWriter
 
 _LOCATION = re.compile(r"(?P<file>[\w./+-]+\.(?:c|cc|cpp|cxx|c\+\+|C|h|hh|hpp)):(?P<line>\d+)")
@@ -15,10 +15,13 @@ MAX_BLOCKS = 10  # a case failing in a loop shows its first failures with source
 
 
 class CaseFailureRepr(TerminalRepr):
-    def __init__(self, message: str, root: Path, footer: list[str]) -> None:
+    def __init__(self, message: str, root: Path, footer: list[str], where: tuple[str, int]) -> None:
         self.message = message
         self.root = root
         self.footer = footer
+        # what pytest's short summary ("FAILED x - <first line>") and JUnit's message read
+        first = message.splitlines()[0] if message else ""
+        self.reprcrash = ReprFileLocation(where[0], where[1], first)
 
     def toterminal(self, tw: TerminalWriter) -> None:
         shown: set[tuple[str, int]] = set()

@@ -157,7 +157,8 @@ class OnDeviceItem(pytest.Item):
 
     def repr_failure(self, excinfo, style=None) -> str | TerminalRepr:
         if isinstance(excinfo.value, CaseFailed):
-            return CaseFailureRepr(excinfo.value.message, self.config.rootpath, list(excinfo.value.footer))
+            where = (str(self.path), self.line)
+            return CaseFailureRepr(excinfo.value.message, self.config.rootpath, list(excinfo.value.footer), where)
         if isinstance(excinfo.value, DeviceInfrastructureError):
             return str(excinfo.value)
         return super().repr_failure(excinfo, style=style)

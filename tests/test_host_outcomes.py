@@ -474,3 +474,11 @@ def test_a_failure_shows_each_failing_source_line_with_context(project):
             "device log: *ctx_test.c.log",
         ]
     )
+
+
+def test_the_short_summary_and_junit_carry_the_failure_message(project):
+    project.write("mixed_test.c", V1_MIXED)
+    junit = project.path / "out.xml"
+    result = project.run("-rf", f"--junitxml={junit}")
+    result.stdout.fnmatch_lines(["FAILED mixed_test.c::OffByOne[[]host[]] - got == 42 failed at mixed_test.c:7*"])
+    assert 'message="got == 42 failed at mixed_test.c:7 (41 vs 42)"' in junit.read_text()
