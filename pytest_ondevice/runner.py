@@ -202,9 +202,9 @@ class OnDeviceSession:
             return BinaryResult(infra_error=str(e))
         except (BuildError, SizeError, toolchain.ToolchainError) as e:
             return BinaryResult(build_error=str(e))
-        if data and spec.board.kind == "baremetal":
+        if data and spec.board.kind == "baremetal":  # a configuration error: never a test failure
             return BinaryResult(
-                build_error=f"{spec.rel} declares data files, but {spec.board.name} is bare metal and has no "
+                infra_error=f"{spec.rel} declares data files, but {spec.board.name} is bare metal and has no "
                 "file system: embed the data in the binary (e.g. as a const array)"
             )
         if self.settings.build_only:

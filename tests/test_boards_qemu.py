@@ -278,5 +278,5 @@ def test_data_files_on_a_bare_metal_board_are_a_clear_error(project):
     project.write("ondevice.toml", 'data = ["testdata/golden.txt"]\n')
     project.write("x_test.c", HANG)
     result = project.run(board="bluepill-qemu")
-    result.assert_outcomes(failed=1)
+    result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*x_test.c declares data files, but bluepill-qemu is bare metal*"])
