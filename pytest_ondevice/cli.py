@@ -15,8 +15,9 @@ from .toolchain import ToolchainError, resolve
 from .transports import status as transport_status
 
 
-def print_boards(registry: BoardRegistry, out=sys.stdout) -> int:
+def print_boards(registry: BoardRegistry, out=None) -> int:
     """One line per board: what it is, its toolchain and its transport."""
+    out = out or sys.stdout  # looked up now: pytest's capture may have replaced it
     rows = []
     invalid = []
     for name in registry.names():
@@ -48,8 +49,9 @@ def print_boards(registry: BoardRegistry, out=sys.stdout) -> int:
     return 0
 
 
-def cache_command(action: str, where: Path | None, out=sys.stdout) -> int:
+def cache_command(action: str, where: Path | None, out=None) -> int:
     """ccache -s / -C for our cache: what it holds, how often it served, or empty it."""
+    out = out or sys.stdout
     path = where or Path(os.environ.get("ONDEVICE_CACHE_DIR") or store.default_dir())
     try:
         cache = store.Store(path)

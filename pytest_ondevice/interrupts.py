@@ -52,11 +52,26 @@ class Interrupts:
                 self.previous[sig] = signal.signal(sig, self._handle)
 
     def restore(self) -> None:
-        """Give the signals back as they were (pytester runs many sessions in one process)."""
+        """Give the signals back as they were (pytester runs many sessions in one process).
+
+        After a stop, a repeat of it still within GRACE (SIGTERM then SIGHUP from a closing
+        terminal) would otherwise find the default action and kill the exiting process
+        by signal: such a repeat is dropped, and a later one gets the old meaning back."""
         for sig, handler in self.previous.items():
             if signal.getsignal(sig) == self._handle:
-                signal.signal(sig, handler)
-        self.previous.clear()
+                signal.signal(sig, self._late if self.first_at is not None else handler)
+        if self.first_at is None:
+            self.previous.clear()
+
+    def _late(self, signum: int, frame: FrameType | None) -> None:
+        if self.first_at is not None and time.monotonic() - self.first_at < GRACE:
+            return
+        previous = self.previous.get(signum, signal.SIG_DFL)
+        signal.signal(signum, previous)
+        if callable(previous):
+            previous(signum, frame)
+        else:
+            os.kill(os.getpid(), signum)  # the default action, as if we had never been here
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         now = time.monotonic()
