@@ -11,10 +11,12 @@ covered by its identity. Compilers run in parallel up to `jobs` at a time.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import re
 import shlex
+import signal
 import subprocess
 import threading
 import time
@@ -155,8 +157,9 @@ class Builder:
         with self._lock:
             self._closed = True
             running = list(self._running)
-        for proc in running:
-            proc.kill()
+        for proc in running:  # the driver and what it started (cc1, as, ld hold our pipe)
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
 
     def close(self, max_cache_size: int | None = None) -> None:
         """After the last run: private artifacts dropped, the cache trimmed."""
@@ -244,6 +247,8 @@ class Builder:
     def _build_library(self, board: Board, tc: ResolvedToolchain, cfg: DirConfig) -> Path:
         assert cfg.path is not None
         flags = pkgconfig.merged(cfg.flags_for(board.name, board.kind), self._pkg_flags(board, cfg))
+        with self._lock:  # the whole library counts in the progress line from the start
+            self._requested.update(("obj", board.name, src, flags) for src in cfg.sources)
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
             futures = [pool.submit(self._compile, board, tc, src, flags) for src in cfg.sources]
             errors, objects = [], []
@@ -275,6 +280,9 @@ class Builder:
 
         def compile_now() -> Path:
             with self._lock:
+                if self._closed:  # queued behind an interrupt: give up at once, touch nothing
+                    self._finished.add(key)
+                    raise BuildError("compile not started: the session is ending")
                 self._current = f"{board.name}: {src.name}"
             try:
                 return self._compile_now(board, tc, src, flags)
@@ -480,6 +488,7 @@ class Builder:
                         stderr=subprocess.STDOUT,
                         stdin=subprocess.DEVNULL,
                         cwd=self.source_root,
+                        start_new_session=True,  # its own group: stop() ends cc1/as/ld too
                     )
                     self._running.add(proc)
             except OSError as e:

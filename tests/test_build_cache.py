@@ -495,3 +495,30 @@ def test_xdist_workers_share_one_build_and_report_it(project):
     result.assert_outcomes(passed=8)
     # each object is compiled by one worker; a worker that needs it too reuses it
     result.stdout.fnmatch_lines(["ondevice build: 6 compiled, * reused; 2 linked, * reused; * (by 2 workers);*"])
+
+
+def test_a_stop_during_a_cold_build_ends_the_compilers_at_once(project, monkeypatch):
+    import signal
+
+    # a compiler driver whose child outlives it unless its whole group is killed
+    wrapper = project.write("slowcc", '#!/bin/sh\ncase " $* " in *" -c "*) sleep 3607 & wait ;; esac\ncc "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("CC", str(wrapper))
+    for n in range(6):
+        project.write(f"lib/k{n}.c", f"int k{n}(void) {{ return {n}; }}\n")
+    project.write("ondevice.toml", 'sources = ["lib/*.c"]\n')
+    project.write("cfg.h", "#define VALUE 1\n")
+    value_test(project)
+    proc = _pytest_process(project.path)
+    deadline = time.monotonic() + 30
+    while "sleep 3607" not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout:
+        assert time.monotonic() < deadline, "no compile started"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    start = time.monotonic()
+    proc.communicate(timeout=60)
+    assert time.monotonic() - start < 5, "pytest waited for the compilers"
+    deadline = time.monotonic() + 5
+    while "sleep 3607" in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout:
+        assert time.monotonic() < deadline, "a compiler outlived the session"
+        time.sleep(0.05)
