@@ -54,24 +54,14 @@ class Interrupts:
     def restore(self) -> None:
         """Give the signals back as they were (pytester runs many sessions in one process).
 
-        After a stop, a repeat of it still within GRACE (SIGTERM then SIGHUP from a closing
-        terminal) would otherwise find the default action and kill the exiting process
-        by signal: such a repeat is dropped, and a later one gets the old meaning back."""
+        After a stop the process is on its way out; a repeat of it (SIGTERM then SIGHUP from
+        a closing terminal, CI's SIGINT then SIGTERM) must not kill it by signal on the way:
+        not our default handlers, which Python itself resets to the default action while it
+        shuts down, but an ignore, which survives that."""
         for sig, handler in self.previous.items():
             if signal.getsignal(sig) == self._handle:
-                signal.signal(sig, self._late if self.first_at is not None else handler)
-        if self.first_at is None:
-            self.previous.clear()
-
-    def _late(self, signum: int, frame: FrameType | None) -> None:
-        if self.first_at is not None and time.monotonic() - self.first_at < GRACE:
-            return
-        previous = self.previous.get(signum, signal.SIG_DFL)
-        signal.signal(signum, previous)
-        if callable(previous):
-            previous(signum, frame)
-        else:
-            os.kill(os.getpid(), signum)  # the default action, as if we had never been here
+                signal.signal(sig, signal.SIG_IGN if self.first_at is not None else handler)
+        self.previous.clear()
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         now = time.monotonic()
