@@ -552,7 +552,3 @@ def _check_arch(path: Path, board: Board, where: str) -> None:
 def _host_arch() -> str:
     machine = platform.machine().lower()
     return {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, "arm" if machine.startswith("arm") else machine)
-
-
-def _rel_to(path: Path, root: Path) -> str:
-    return os.path.relpath(path, root)
