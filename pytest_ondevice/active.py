@@ -89,13 +89,15 @@ def _runs_tests_here(config: pytest.Config) -> bool:
 
 
 def _transport_options(config: pytest.Config) -> dict:
+    """The project's ini values for transport options, by ini name (set ones only)."""
+    from .transports import declared_ini
+
     options: dict = {}
-    if config.getini("ondevice_ssh_config"):
-        options["ssh_config"] = str(config.rootpath / config.getini("ondevice_ssh_config"))
-    if config.getini("ondevice_ssh_accept_new_host_keys"):
-        options["accept_new_host_keys"] = True
-    if config.getini("ondevice_renode"):
-        options["renode"] = config.getini("ondevice_renode")
+    for ini, option in declared_ini().items():
+        value = config.getini(ini)
+        if value in ("", False, None):
+            continue
+        options[ini] = str(config.rootpath / value) if option.ini_kind == "path" else value
     return options
 
 

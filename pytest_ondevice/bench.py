@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .board import Board
+    from .transports.contract import Clock
 
 REQUIRED = ("name", "unit", "repeats", "min", "median", "max")
 NUMBERS = ("repeats", "min", "median", "max", "work", "overhead")
@@ -79,16 +80,16 @@ class Measured:
         return asdict(self)  # the raw record nested as a dict too
 
 
-def measure(record: BenchRecord, board: Board) -> Measured:
+def measure(record: BenchRecord, board: Board, clock: Clock) -> Measured:
+    """clock: what the figures counted where they ran (the board's, or its emulator's)."""
     scale, unit, us_per_unit = 1.0, "cycles", None
-    shift = _icount_shift(board)
     hz = board.clock_hz
     if record.unit == "ns":
         unit, us_per_unit = "ns", 1e-3
-    elif record.unit == "systick" and shift is not None:
+    elif record.unit == "systick" and clock.instruction_ns:
         if not hz:
             raise BenchRecordError(f"{board.path}: clock_hz is needed to turn SysTick ticks into instructions")
-        scale, unit = 1e9 / (hz * 2**shift), "instructions"
+        scale, unit = 1e9 / (hz * clock.instruction_ns), "instructions"
     elif hz:
         us_per_unit = 1e6 / hz
     values = [round(v * scale, 1) for v in (record.median, record.min, record.max)]
@@ -103,17 +104,9 @@ def measure(record: BenchRecord, board: Board) -> Measured:
         work=record.work,
         work_unit=record.work_unit,
         us=values[0] * us_per_unit if us_per_unit else None,
-        deterministic=shift is not None or board.transport.get("name") == "renode",  # virtual time
+        deterministic=clock.deterministic,
         raw=record,
     )
-
-
-def _icount_shift(board: Board) -> int | None:
-    """QEMU's -icount shift when this board runs under it (figures are virtual-time counts)."""
-    for table in (board.transport, board.emulator or {}):
-        if table.get("name") == "qemu-system" and table.get("icount_shift") is not None:
-            return int(table["icount_shift"])
-    return None
 
 
 def table(rows: list[dict]) -> list[str]:

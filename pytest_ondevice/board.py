@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .schema import SECONDS, ConfigError, check, load_toml
+from .transports.contract import Clock
 
 
 def _builtin_dir() -> Path:
@@ -59,6 +60,7 @@ SPEC = {
     "arch": str,
     "timeout": SECONDS,
     "clock_hz": int,
+    "clock": ("virtual", "cycles", "wall"),  # what timing figures count (default: from the transport, the kind)
     "toolchain": TOOLCHAIN_SPEC,
     "memory": MEMORY_SPEC,
     "transport": "table",
@@ -105,10 +107,22 @@ class Board:
     clock_hz: int | None = None
     memory: Memory = Memory()
     emulator: dict[str, Any] | None = field(default=None, hash=False, compare=False)
+    clock: str | None = None  # the board file's own `clock`, if it sets one
 
     @property
     def transport_name(self) -> str:
         return self.transport["name"]
+
+    def clock_for(self, table: dict[str, Any]) -> Clock:
+        """What timing figures count when this table's transport runs the binaries."""
+        from .transports import clock_of
+
+        declared = clock_of(table)
+        if self.clock:
+            return Clock(self.clock, declared.instruction_ns if declared and declared.kind == self.clock else None)
+        if declared is not None:
+            return declared
+        return Clock("cycles" if self.kind == "baremetal" else "wall")
 
     @property
     def device_jobs(self) -> int:
@@ -183,27 +197,22 @@ class BoardRegistry:
 
 
 def _check_transport_keys(own: dict[str, Any], merged: dict[str, Any], path: Path) -> None:
-    """A key the transport does not read is a typo (`machin = ...`): named with its file.
+    """Each key against what its transport declares (a typo like `machin = ...`, a string
+    where a number goes), and the transport itself: an unknown one lists the known ones.
 
     Only the keys this file writes are checked, against the transport in effect here (a
     board that extends another may name its transport only there)."""
-    from .transports import accepted_keys
+    from . import transports
 
     for table in ("transport", "emulator"):
-        keys, name = own.get(table), merged.get(table, {}).get("name")
-        if not isinstance(keys, dict) or not isinstance(name, str):
+        keys, effective = own.get(table), merged.get(table, {})
+        if not isinstance(keys, dict) or not isinstance(effective.get("name"), str):
             continue  # a missing name is _build()'s to report
-        known = accepted_keys(name)
-        if known is None:  # declares nothing, or unknown (said when it is used)
-            continue
-        for key in keys:
-            if key not in known:
-                hint = difflib.get_close_matches(key, sorted(known), n=1)
-                also = f" (did you mean '{table}.{hint[0]}'?)" if hint else ""
-                raise ConfigError(
-                    f"{path}: unknown key '{table}.{key}'{also} for transport '{name}'; "
-                    f"known keys: {', '.join(sorted(known))}"
-                )
+        try:
+            accepted = transports.accepted(effective)
+        except transports.InfrastructureError as e:
+            raise ConfigError(f"{path}: '{table}': {e}") from None
+        check(keys, {k: o.kind for k, o in accepted.items()}, path, prefix=f"{table}.")
 
 
 def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -223,7 +232,7 @@ def _build(name: str, path: Path, data: dict[str, Any]) -> Board:
     if "name" not in data["transport"] or not isinstance(data["transport"]["name"], str):
         raise ConfigError(f"{path}: missing key 'transport.name'")
     jobs = data["transport"].get("device_jobs", 1)
-    if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1:
+    if jobs < 1:
         raise ConfigError(f"{path}: key 'transport.device_jobs' must be a whole number >= 1, got {jobs!r}")
     tc = data.get("toolchain", {})
     toolchain = Toolchain(
@@ -249,4 +258,5 @@ def _build(name: str, path: Path, data: dict[str, Any]) -> Board:
         clock_hz=data.get("clock_hz"),
         memory=Memory(**data.get("memory", {})),
         emulator=data.get("emulator"),
+        clock=data.get("clock"),
     )

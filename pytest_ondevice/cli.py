@@ -12,6 +12,7 @@ from . import store
 from .board import BoardRegistry
 from .schema import ConfigError
 from .toolchain import ToolchainError, resolve
+from .transports import load as load_transport
 from .transports import status as transport_status
 
 
@@ -34,7 +35,8 @@ def print_boards(registry: BoardRegistry, out=None) -> int:
             tc_status = "missing: " + str(e).split("install one: ", 1)[-1]
         where = f"{board.transport_name} ({transport_status(board.transport)})"
         if board.emulator:
-            where += f"; --device=qemu: {board.emulator['name']} ({transport_status(board.emulator)})"
+            forms = "|".join(load_transport(board.emulator["name"]).device_forms)
+            where += f"; --device={forms}: {board.emulator['name']} ({transport_status(board.emulator)})"
         rows.append((name, board.kind, board.arch, tc_status, where))
     header = ("board", "kind", "arch", "toolchain", "transport")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]

@@ -138,7 +138,7 @@ class OnDeviceItem(pytest.Item):
         regressions = []
         for record in result.verdicts.benches.get(self.case, []):
             try:
-                measured = measure(record, self.spec.board)
+                measured = measure(record, self.spec.board, _session(self).clock_for(self.spec.board))
             except BenchRecordError as e:
                 raise CaseFailed(str(e)) from None
             data = measured.as_dict()

@@ -95,14 +95,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("ondevice_cache_size", "trim the build cache to this size at session end (e.g. 5G)", default="5G")
     parser.addini("ondevice_retries", "extra attempts after a dropped device connection", default="1")
     parser.addini("ondevice_log_max", "keep this much of each device log file, head and tail (e.g. 8M)", default="8M")
-    parser.addini("ondevice_renode", "the renode executable (default: $RENODE, then renode on PATH)", default="")
-    parser.addini("ondevice_ssh_config", "an ssh_config file to use instead of ~/.ssh/config", default="")
-    parser.addini(
-        "ondevice_ssh_accept_new_host_keys",
-        "trust the first host key a device offers (OpenSSH's accept-new); a changed key is still refused",
-        type="bool",
-        default=False,
-    )
+    from .transports import declared_ini
+
+    for ini, option in declared_ini().items():  # each transport's own, from its declaration
+        kind = "bool" if option.ini_kind == "bool" else "string"
+        parser.addini(ini, f"{option.help} (transport option)", type=kind, default=False if kind == "bool" else "")
     parser.addini(
         "ondevice_boards",
         "directories with the project's own board files",

@@ -25,6 +25,7 @@ from itertools import pairwise
 
 from .bench import BenchRecord, BenchRecordError, parse_record
 from .lines import BoundedLines
+from .transports.contract import RunEnd
 
 PASS_MAGIC = "~~~ALL TESTS PASSED~~~"
 MAX_BENCHES_PER_CASE = 100
@@ -54,27 +55,6 @@ class Outcome(StrEnum):
     PASSED = "passed"
     FAILED = "failed"
     SKIPPED = "skipped"
-
-
-@dataclass
-class RunEnd:
-    """How the program on the device ended, as the transport saw it."""
-
-    exit_code: int | None = None  # None: the transport cannot know (e.g. a bare UART)
-    signal: str | None = None  # "SIGSEGV"
-    fault: str | None = None  # a CPU fault the bare-metal runtime or the emulator reported
-    timed_out: float | None = None  # the timeout in seconds, when it struck
-    duration: float = 0.0
-    clock: str = ""  # which clock the timeout counted, when not the wall clock ("virtual time")
-
-    def abnormal(self) -> str | None:
-        if self.timed_out is not None:
-            return f"timed out after {self.timed_out:g}s" + (f" of {self.clock}" if self.clock else "")
-        if self.fault:
-            return f"fault: {self.fault}"
-        if self.signal:
-            return f"crashed: killed by {self.signal}"
-        return None
 
 
 @dataclass

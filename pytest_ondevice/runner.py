@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from . import dirconfig, toolchain
+from . import dirconfig, toolchain, transports
 from .board import Board, BoardRegistry
 from .build import Artifact, Builder, BuildError
 from .devlog import DeviceLog
@@ -24,8 +24,7 @@ from .protocol import NEVER_STARTED, BinaryVerdicts, Outcome, RunEnd, TestOutput
 from .schema import ConfigError
 from .sizecheck import SizeError
 from .store import CacheError
-from .transports import InfrastructureError, Transport
-from .transports import load as load_transport
+from .transports import Clock, InfrastructureError, Transport
 
 DEFAULT_TIMEOUT = 60.0
 T = TypeVar("T")
@@ -278,20 +277,32 @@ class OnDeviceSession:
         return self._opening(board).result()
 
     def _open_transport(self, board: Board) -> Transport:
-        table = board.transport
-        device = self.settings.device
-        if device == "qemu" and not table["name"].startswith("qemu"):
-            if not board.emulator:
-                raise InfrastructureError(f"board {board.name} has no [emulator] for --device=qemu")
-            table, device = board.emulator, None
-        cls = load_transport(table["name"])
-        options = {**self.settings.transport_options, **{k: v for k, v in table.items() if k != "name"}}
-        transport = cls(board, device, options)
+        table, device = self.table_for(board)
+        transport = transports.create(board, table, device, self.settings.transport_options)
         if self.stopping.is_set():
             transport.stop.set()
         transport.open()
         self._transports[board.name] = transport
         return transport
+
+    def table_for(self, board: Board) -> tuple[dict, str | None]:
+        """The board's [transport], or its [emulator] when the emulator's transport claims
+        --device (`--device=qemu`), with the device meant for it."""
+        device = self.settings.device
+        if device is None:
+            return board.transport, None
+        main = transports.load(board.transport["name"])
+        emulator = transports.load(board.emulator["name"]) if board.emulator else None
+        if emulator is not None and emulator.claims(device):
+            return board.emulator or {}, None
+        if main.claims(device):
+            return board.transport, device
+        forms = [*main.device_forms, *(emulator.device_forms if emulator else ())]
+        accepted = f"accepted: {', '.join(forms)}" if forms else "it takes no --device"
+        raise InfrastructureError(f"--device={device} names no device of board {board.name} ({main.name}); {accepted}")
+
+    def clock_for(self, board: Board) -> Clock:
+        return board.clock_for(self.table_for(board)[0])
 
     def _forget_transport(self, board: Board) -> None:
         with self._lock:

@@ -19,9 +19,11 @@ class ConfigError(Exception):
 
 # A spec maps key -> type, tuple of allowed strings, or a nested spec dict.
 # Types: str, int, float (int accepted), bool, list (of str), "table" (free-form dict),
-# SECONDS (a finite number > 0: a timeout of 0, -5 or nan would never or always strike).
+# SECONDS (a finite number > 0: a timeout of 0, -5 or nan would never or always strike),
+# COMMAND (a string or a list of strings).
 Spec = dict[str, Any]
 SECONDS = "seconds"
+COMMAND = "command"  # a command: one string (a path may hold spaces), or a list of its words
 
 
 def seconds(value: Any) -> float:
@@ -76,6 +78,9 @@ def _check_value(value: Any, kind: Any, path: Path, dotted: str) -> None:
             seconds(value)
         except ValueError as e:
             raise ConfigError(f"{path}: '{dotted}' {e}") from None
+    elif kind == COMMAND:
+        if not (isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))):
+            raise ConfigError(f"{path}: '{dotted}' must be a command: a string or a list of strings")
     elif kind == "table":
         if not isinstance(value, dict):
             raise ConfigError(f"{path}: '{dotted}' must be a table, not {_tname(value)}")

@@ -71,16 +71,19 @@ def test_a_broken_record_fails_its_case_with_the_reason(tmp_path):
     assert verdicts.benches == {}
 
 
-def test_units_come_from_the_board_file():
-    reg = BoardRegistry()
+def test_units_come_from_the_board_file(tmp_path):
+    (tmp_path / "chip.toml").write_text('extends = "bluepill"\nclock_hz = 40_000_000\n[transport]\nname = "local"\n')
+    reg = BoardRegistry([tmp_path])
     record = parse_record(LINE)
-    qemu = measure(record, reg.get("bluepill-qemu"))  # SysTick on the icount clock: instructions
+    qemu = measure(
+        record, reg.get("bluepill-qemu"), _clock(reg.get("bluepill-qemu"))
+    )  # SysTick on icount: instructions
     assert qemu.unit == "instructions" and qemu.deterministic
     assert qemu.median == round(102 * 1e9 / (24_000_000 * 2**5), 1) and qemu.us is None
-    silicon = measure(record, reg.get("efm32"))  # SysTick at the CPU clock on a real chip: cycles
+    silicon = measure(record, reg.get("chip"), _clock(reg.get("chip")))  # SysTick at the CPU clock on silicon: cycles
     assert silicon.unit == "cycles" and not silicon.deterministic
     assert silicon.us == pytest.approx(102 / 40_000_000 * 1e6)
-    host = measure(parse_record(LINE.replace("systick", "ns")), reg.get("host"))
+    host = measure(parse_record(LINE.replace("systick", "ns")), reg.get("host"), _clock(reg.get("host")))
     assert host.unit == "ns" and host.us == pytest.approx(0.102)
 
 
@@ -230,3 +233,7 @@ def test_the_two_layer_model_matches_its_generator_and_fits_the_board(project, b
     result = project.run("examples/model", "-v", board=board)
     result.assert_outcomes(passed=2)  # a binary that did not fit would fail before running
     result.stdout.fnmatch_lines(["*MlpOutputsMatchTheGenerator*PASSED*", f"mlp_int8_64_32_10*{board}*"])
+
+
+def _clock(board):
+    return board.clock_for(board.transport)

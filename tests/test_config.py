@@ -58,8 +58,11 @@ def test_nested_typo_and_wrong_type(tmp_path):
 
 def test_device_jobs_must_be_a_positive_whole_number(tmp_path):
     write(tmp_path / "d.toml", 'kind="linux"\narch="x"\n[transport]\nname="ssh"\ndevice_jobs="all"\n')
-    with pytest.raises(ConfigError, match=r"d.toml: key 'transport.device_jobs' must be a whole number >= 1"):
+    with pytest.raises(ConfigError, match=r"d.toml: 'transport.device_jobs' must be an integer, not a string"):
         BoardRegistry([tmp_path]).get("d")
+    write(tmp_path / "z.toml", 'kind="linux"\narch="x"\n[transport]\nname="ssh"\ndevice_jobs=0\n')
+    with pytest.raises(ConfigError, match=r"z.toml: key 'transport.device_jobs' must be a whole number >= 1"):
+        BoardRegistry([tmp_path]).get("z")
     assert BoardRegistry().get("rpi").device_jobs == 2
     assert BoardRegistry().get("bluepill-qemu").device_jobs == 1
 
@@ -241,33 +244,42 @@ def test_transport_keys_are_checked_against_the_transport_in_effect(tmp_path):
     # the rpi's ssh keys (host, device_jobs) are inherited, not written here: no error
     write(tmp_path / "local-pi.toml", 'extends = "rpi"\n[transport]\nname = "local"\n')
     assert BoardRegistry([tmp_path]).get("local-pi").transport_name == "local"
-    # a transport this version does not have: its keys are its own business
-    write(tmp_path / "swd2.toml", 'extends = "efm32"\n[transport]\nprobe = "x"\n')
-    assert BoardRegistry([tmp_path]).get("swd2").transport["probe"] == "x"
+    # a transport this version does not have: the file, and the transports there are
+    write(tmp_path / "swd2.toml", 'extends = "bluepill"\n[transport]\nname = "swd"\nprobe = "x"\n')
+    with pytest.raises(ConfigError, match=r"swd2.toml: 'transport': unknown transport 'swd'.*known transports: adb,"):
+        BoardRegistry([tmp_path]).get("swd2")
 
 
-def test_every_key_a_builtin_transport_reads_is_declared():
-    """The declared keys follow the code: a key read but not declared would make its boards
-    fail to load; one declared but never read would let a typo through."""
+def test_transport_option_types_are_checked_at_load(tmp_path):
+    write(tmp_path / "t.toml", 'extends = "rpi"\n[transport]\ncache_entries = "many"\n')
+    with pytest.raises(ConfigError, match=r"t.toml: 'transport.cache_entries' must be an integer, not a string"):
+        BoardRegistry([tmp_path]).get("t")
+    write(tmp_path / "w.toml", 'extends = "rpi"\n[transport]\nexec_wrapper = 3\n')
+    with pytest.raises(ConfigError, match=r"w.toml: 'transport.exec_wrapper' must be a command"):
+        BoardRegistry([tmp_path]).get("w")
+
+
+def test_every_key_a_transport_reads_is_declared():
+    """The declared options follow the code: a key read but not declared would make its
+    boards fail to load; one declared but never read would let a typo through."""
     import re
 
-    from pytest_ondevice.transports import BUILTIN, BUILTIN_KEYS
+    from pytest_ondevice import transports
 
     src = Path(__file__).resolve().parent.parent / "transports"
     pattern = re.compile(
         r"""(?:options|\bo)(?:\.get\(|\[)\s*["']([a-z_]+)["']"""  # options.get("k"), o["k"]
         r"""|["']([a-z_]+)["'] in (?:self\.options|o)\b"""  # "k" in self.options
     )
-    modules = {"local": "local", "qemu-system": "qemu", "qemu-user": "qemu", "ssh": "ssh", "renode": "renode"}
-    assert set(modules) == set(BUILTIN) == set(BUILTIN_KEYS)
-    read: dict[str, set[str]] = {}
-    for module in set(modules.values()):
-        text = (src / f"{module}.py").read_text()
-        read[module] = {a or b for a, b in pattern.findall(text)}
-    for name, module in modules.items():
-        assert BUILTIN_KEYS[name] <= read[module], name
-    qemu = BUILTIN_KEYS["qemu-system"] | BUILTIN_KEYS["qemu-user"]
-    assert read["qemu"] == qemu and read["ssh"] == BUILTIN_KEYS["ssh"] and read["renode"] == BUILTIN_KEYS["renode"]
+    shared = {k for f in ("linuxdevice.py",) for a, b in pattern.findall((src / f).read_text()) for k in (a or b,)}
+    by_module: dict[str, set[str]] = {}
+    for name in transports.known():
+        cls = transports.load(name)
+        by_module.setdefault(cls.__module__.rsplit(".", 1)[-1], set()).update(cls.options)
+    for module, declared in by_module.items():
+        read = {a or b for a, b in pattern.findall((src / f"{module}.py").read_text())}
+        assert read - shared <= declared | {"name"}, module  # read, never declared
+        assert declared <= read | shared, module  # declared, never read
 
 
 def test_a_broken_board_file_does_not_hide_the_board_asked_for(tmp_path):

@@ -385,12 +385,20 @@ def test_timeout_from_ini_and_per_file_override(project):
     )
 
 
-def test_infrastructure_failure_is_an_error_not_a_failure(project):
+def test_an_unknown_transport_is_a_usage_error_naming_the_file(project):
     project.write("boards/broken.toml", 'extends = "host"\n[transport]\nname = "carrier-pigeon"\n')
     project.write("mixed_test.c", V1_MIXED)
     result = project.run(board="broken")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR  # said when the board file loads, before anything is built
+    result.stdout.fnmatch_lines(["*broken.toml: 'transport': unknown transport 'carrier-pigeon'; known transports: *"])
+
+
+def test_an_unreachable_device_is_an_error_not_a_failure(project):
+    project.write("boards/pi.toml", 'extends = "rpi"\n[transport]\nhost = "127.0.0.1"\nconnect_timeout = 2.0\n')
+    project.write("mixed_test.c", V1_MIXED)
+    result = project.run("--device=127.0.0.1:1", board="pi")
     result.assert_outcomes(errors=3)
-    result.stdout.fnmatch_lines(["*unknown transport 'carrier-pigeon'*"])
+    result.stdout.fnmatch_lines(["*127.0.0.1*cannot connect*"])
 
 
 def test_pid_of_this_process_is_not_touched(project):

@@ -1,13 +1,21 @@
 """Transports: how a built binary reaches a device and runs there.
 
-Each transport is a small class behind one interface (`Transport`); the plugin
-picks one by the board's `transport.name`. Third-party transports register
-through the `pytest_ondevice.transports` entry-point group.
+A transport is two parts behind one small interface: a **loader** (how the binary
+gets there: nothing, SFTP, adb push, Renode's LoadELF, a flash probe) and a
+**console** (how its output and its end come back: process pipes, SSH exec, adb
+shell, a UART). Most transports are both; a board file may take the loader of one
+and the console of another (`loader = "..."`, `console = "..."` in [transport])
+without a new class.
+
+Every transport, ours included, registers through the `pytest_ondevice.transports`
+entry-point group and declares its board-file options (types, defaults, ini keys)
+and the `--device` forms it accepts, so the core names none of them. Importing a
+transport module must stay cheap: libraries it drives are imported in open().
 """
 
 from __future__ import annotations
 
-import importlib
+import difflib
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -16,81 +24,67 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from pytest_ondevice.protocol import RunEnd
+from .contract import (
+    CacheEntryLost,
+    Clock,
+    ConnectionLost,
+    Deployed,
+    InfrastructureError,
+    OnBytes,
+    RunEnd,
+)
 
-OnBytes = Callable[[bytes], None]
+__all__ = [
+    "CacheEntryLost",
+    "Clock",
+    "ConnectionLost",
+    "Deployed",
+    "InfrastructureError",
+    "OnBytes",
+    "Option",
+    "RunEnd",
+    "Transport",
+]
 
-BUILTIN = {
-    "local": "pytest_ondevice.transports.local:LocalTransport",
-    "qemu-system": "pytest_ondevice.transports.qemu:QemuSystemTransport",
-    "qemu-user": "pytest_ondevice.transports.qemu:QemuUserTransport",
-    "ssh": "pytest_ondevice.transports.ssh:SshTransport",
-    "renode": "pytest_ondevice.transports.renode:RenodeTransport",
-}
-
-# The board-file keys each built-in transport reads from its [transport] (or [emulator])
-# table, beside `name`; any other key is a typo, reported with file and key. Declared here
-# rather than on the classes so that checking a board file imports no transport (ssh pulls
-# in paramiko). A third-party transport declares its own as the class attribute `keys`.
-COMMON_KEYS = frozenset({"name", "device_jobs"})
-BUILTIN_KEYS: dict[str, frozenset[str]] = {
-    "local": frozenset(),
-    "qemu-system": frozenset({"binary", "machine", "cpu", "output", "icount_shift", "extra_args"}),
-    "qemu-user": frozenset({"binary", "sysroot", "cpu"}),
-    "ssh": frozenset(
-        {
-            "host",
-            "scratch_root",
-            "cache_entries",
-            "connect_timeout",
-            "sftp_timeout",
-            "exec_wrapper",
-            "ssh_config",  # also the ini option ondevice_ssh_config
-            "accept_new_host_keys",  # also ondevice_ssh_accept_new_host_keys
-        }
-    ),
-    "renode": frozenset(
-        {
-            "platform",
-            "script",
-            "output",
-            "cpu",
-            "terminal_port",
-            "virtual_timeout",
-            "monitor_timeout",
-            "start_timeout",
-            "renode",  # also the ini option ondevice_renode
-        }
-    ),
-}
-
-
-class InfrastructureError(Exception):
-    """The device or the way to it failed (down, refused, dropped): not the test's fault."""
-
-    retryable = False  # True: a fresh connection may well succeed (a dropped link)
+GROUP = "pytest_ondevice.transports"
 
 
 @dataclass(frozen=True)
-class Deployed:
-    """A binary as the device holds it."""
+class Option:
+    """One key a transport reads from its board table.
 
-    path: str
-    sha256: str
-    pushed: bool | None  # False: the device already held this content; None: nothing to push
-    cwd: str | None = None  # where the binary runs (its data files are there)
+    kind: a schema type (str, int, float, bool, list, "seconds", "table", or a tuple of
+    allowed strings); ini: the pytest ini option that may set it for a whole project
+    (a "path" ini value is relative to the rootdir)."""
+
+    kind: Any
+    default: Any = None
+    help: str = ""
+    ini: str | None = None
+    ini_kind: str = "string"  # "string", "bool" or "path"
+
+
+COMMON = {
+    "name": Option(str, help="the transport"),
+    "loader": Option(str, help="take the loader (how the binary gets there) from this transport"),
+    "console": Option(str, help="take the console (how output and the end come back) from this transport"),
+    "device_jobs": Option(int, 1, "binaries the device runs at once"),
+}
 
 
 class Transport(ABC):
-    """Open once per session, deploy and run many binaries, close at the end."""
+    """Open once per session, deploy and run many binaries, close at the end.
+
+    The loader side is deploy()/prefetch()/start(); the console side is run()."""
 
     name: str = ""
-    keys: frozenset[str] | None = None  # board-file keys it reads (None: not declared, not checked)
+    options: dict[str, Option] = {}  # board-file keys it reads, beside COMMON
+    device_forms: tuple[str, ...] = ()  # how --device names a device, for help texts ("adb:SERIAL")
 
     def __init__(self, board: Any, device: str | None, options: dict[str, Any]) -> None:
         self.board = board
         self.device = device
-        self.options = options
+        self.options = {**{k: o.default for k, o in self.options.items() if o.default is not None}, **options}
         self.stop = threading.Event()  # set when the session ends: a running binary is ended
 
     @classmethod
@@ -98,9 +92,21 @@ class Transport(ABC):
         """One line for `pytest-ondevice boards`: can this transport be used here?"""
         return "ready"
 
+    @classmethod
+    def claims(cls, device: str) -> bool:
+        """Whether `--device=DEVICE` names a device of this transport (an [emulator]
+        table is used instead of the board's [transport] when its transport claims it)."""
+        return False
+
+    @classmethod
+    def clock(cls, options: dict[str, Any]) -> Clock | None:
+        """What timing figures count under this transport; None: the board's own clock."""
+        return None
+
     def open(self) -> None:  # noqa: B027 - optional hook
         """Connect; raise InfrastructureError when the device cannot be reached."""
 
+    # -- loader ----------------------------------------------------------------------
     @abstractmethod
     def deploy(self, artifact: Path, sha256: str, data: Sequence[Path] = ()) -> Deployed:
         """Put the binary (and the data files its test reads) where it can run."""
@@ -111,9 +117,24 @@ class Transport(ABC):
         Best effort: errors are the later deploy()'s to report. May be called from another
         thread than deploy() and run()."""
 
+    def start(self, deployed: Deployed) -> None:
+        """Make the deployed program begin, for a console that only listens (a UART)."""
+        raise InfrastructureError(f"the {self.name} transport cannot start a program for another console")
+
+    # -- console ---------------------------------------------------------------------
     @abstractmethod
-    def run(self, deployed: Deployed, args: list[str], timeout: float, on_bytes: OnBytes) -> RunEnd:
-        """Run to completion or timeout, streaming output to on_bytes as it arrives."""
+    def run(
+        self,
+        deployed: Deployed,
+        args: list[str],
+        timeout: float,
+        on_bytes: OnBytes,
+        start: Callable[[], None] | None = None,
+    ) -> RunEnd:
+        """Run to completion or timeout, streaming output to on_bytes as it arrives.
+
+        start: given when another transport loaded the program and must start it once
+        this console listens; None when this transport deployed it too."""
 
     def reopen(self) -> None:
         """Connect again after a dropped connection, cleaning up what the lost one left."""
@@ -124,33 +145,128 @@ class Transport(ABC):
         """Release the device; remove scratch files; never raise."""
 
 
-def status(table: dict[str, Any]) -> str:
-    try:
-        cls = load(table["name"])
-    except InfrastructureError:
-        return "not available in this version"
-    return cls.status({k: v for k, v in table.items() if k != "name"})
+class Combined(Transport):
+    """One transport's loader with another's console (flash over SWD, read a UART)."""
+
+    def __init__(self, loader: Transport, console: Transport) -> None:
+        super().__init__(loader.board, loader.device, {})
+        self.loader, self.console = loader, console
+        self.name = f"{loader.name}+{console.name}"
+        self.stop = loader.stop
+        console.stop = loader.stop
+
+    def open(self) -> None:
+        self.loader.open()
+        try:
+            self.console.open()
+        except BaseException:
+            self.loader.close()
+            raise
+
+    def deploy(self, artifact: Path, sha256: str, data: Sequence[Path] = ()) -> Deployed:
+        return self.loader.deploy(artifact, sha256, data)
+
+    def prefetch(self, artifact: Path, sha256: str) -> None:
+        self.loader.prefetch(artifact, sha256)
+
+    def run(
+        self,
+        deployed: Deployed,
+        args: list[str],
+        timeout: float,
+        on_bytes: OnBytes,
+        start: Callable[[], None] | None = None,
+    ) -> RunEnd:
+        return self.console.run(deployed, args, timeout, on_bytes, start or (lambda: self.loader.start(deployed)))
+
+    def reopen(self) -> None:
+        self.loader.reopen()
+        self.console.reopen()
+
+    def close(self) -> None:
+        self.console.close()
+        self.loader.close()
 
 
-def accepted_keys(name: str) -> frozenset[str] | None:
-    """The keys a board's table for this transport may hold; None when they are not known
-    (a transport that declares none, or one this version does not have)."""
-    if name in BUILTIN_KEYS:
-        return COMMON_KEYS | BUILTIN_KEYS[name]
-    try:
-        declared = load(name).keys
-    except Exception:  # unknown or broken: reported when the transport is used
-        return None
-    return None if declared is None else COMMON_KEYS | frozenset(declared)
+# -- the registry ---------------------------------------------------------------------
+_loaded: dict[str, type[Transport]] = {}
+
+
+def known() -> list[str]:
+    return sorted({ep.name for ep in entry_points(group=GROUP)})
 
 
 def load(name: str) -> type[Transport]:
-    target = BUILTIN.get(name)
-    if target is None:
-        for ep in entry_points(group="pytest_ondevice.transports"):
-            if ep.name == name:
-                return ep.load()
-        known = sorted({*BUILTIN, *(ep.name for ep in entry_points(group="pytest_ondevice.transports"))})
-        raise InfrastructureError(f"unknown transport '{name}'; known transports: {', '.join(known)}")
-    module, _, cls = target.partition(":")
-    return getattr(importlib.import_module(module), cls)
+    """The transport class registered under `name`; InfrastructureError listing the known ones."""
+    cls = _loaded.get(name)
+    if cls is not None:
+        return cls
+    for ep in entry_points(group=GROUP, name=name):
+        try:
+            cls = ep.load()
+        except Exception as e:  # a broken third-party package: say which
+            raise InfrastructureError(f"transport '{name}' ({ep.value}) cannot be loaded: {e}") from None
+        _loaded[name] = cls
+        return cls
+    names = known()
+    hint = difflib.get_close_matches(name, names, n=1)
+    also = f" (did you mean '{hint[0]}'?)" if hint else ""
+    raise InfrastructureError(f"unknown transport '{name}'{also}; known transports: {', '.join(names)}")
+
+
+def parts(table: dict[str, Any]) -> tuple[type[Transport], type[Transport]]:
+    """The classes giving a table's loader and console (the same one unless combined)."""
+    main = load(table["name"])
+    loader = load(table["loader"]) if table.get("loader") else main
+    console = load(table["console"]) if table.get("console") else main
+    return loader, console
+
+
+def accepted(table: dict[str, Any]) -> dict[str, Option]:
+    """Every key a board table for this transport (or combination) may hold."""
+    out = dict(COMMON)
+    for cls in {*parts(table), load(table["name"])}:
+        out.update(cls.options)
+    return out
+
+
+def create(board: Any, table: dict[str, Any], device: str | None, ini: dict[str, Any]) -> Transport:
+    """A ready-to-open transport for a board table; `ini` holds the project's ini values."""
+    loader_cls, console_cls = parts(table)
+    own = {k: v for k, v in table.items() if k not in ("name", "loader", "console")}
+
+    def make(cls: type[Transport]) -> Transport:
+        from_ini = {o_key: ini[o.ini] for o_key, o in cls.options.items() if o.ini and ini.get(o.ini) is not None}
+        return cls(board, device, {**from_ini, **own})
+
+    if loader_cls is console_cls:
+        return make(loader_cls)
+    return Combined(make(loader_cls), make(console_cls))
+
+
+def clock_of(table: dict[str, Any]) -> Clock | None:
+    _, console = parts(table)
+    return console.clock({k: v for k, v in table.items() if k != "name"})
+
+
+def declared_ini() -> dict[str, Option]:
+    """The ini options of every installed transport (registered with pytest at start-up)."""
+    out: dict[str, Option] = {}
+    for name in known():
+        try:
+            cls = load(name)
+        except InfrastructureError:
+            continue  # reported when a board uses it
+        for option in cls.options.values():
+            if option.ini:
+                out.setdefault(option.ini, option)
+    return out
+
+
+def status(table: dict[str, Any]) -> str:
+    try:
+        loader, console = parts(table)
+    except InfrastructureError as e:
+        return str(e)
+    said = [c.status({k: v for k, v in table.items() if k != "name"}) for c in dict.fromkeys((loader, console))]
+    return "; ".join(said)

@@ -15,17 +15,58 @@ import signal
 import subprocess
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from pytest_ondevice.protocol import RunEnd
+from .contract import InfrastructureError, RunEnd, signal_name
+from .runloop import drive
 
-from . import InfrastructureError
-
-# After the main process exits, children that kept the pipe open get this long.
-LINGER_SECONDS = 1.0
 READ_SIZE = 65536
+
+
+class ProcessStream:
+    """A local child in its own session, for the shared run loop: its group is killed at the end."""
+
+    def __init__(self, argv: list[str], cwd: Path | None, env: dict[str, str] | None) -> None:
+        try:
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                cwd=cwd,
+                env=env,
+                start_new_session=True,
+            )
+        except OSError as e:  # the file cannot be run here: not the test's verdict
+            raise InfrastructureError(f"cannot execute {argv[0]}: {e.strerror or e}") from None
+        assert self.proc.stdout is not None
+        self.fd = self.proc.stdout.fileno()
+
+    def read(self, wait: float) -> bytes | None:
+        ready, _, _ = select.select([self.fd], [], [], wait)
+        return os.read(self.fd, READ_SIZE) if ready else None
+
+    def poll(self) -> RunEnd | None:
+        code = self.proc.poll()
+        if code is None:
+            return None
+        return RunEnd(signal=signal_name(-code)) if code < 0 else RunEnd(exit_code=code)
+
+    def wait(self, seconds: float) -> None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=seconds)
+
+    def kill(self) -> None:
+        """SIGKILL the whole group: the binary and anything it started."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)  # start_new_session: pgid == pid
+
+    def close(self) -> None:
+        self.kill()
+        assert self.proc.stdout is not None
+        self.proc.stdout.close()
+        self.proc.wait()
 
 
 def run_streaming(
@@ -36,90 +77,11 @@ def run_streaming(
     env: dict[str, str] | None = None,
     stop: threading.Event | None = None,
 ) -> RunEnd:
-    start = time.monotonic()
+    stream = ProcessStream(argv, cwd, env)
     try:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            cwd=cwd,
-            env=env,
-            start_new_session=True,
-        )
-    except OSError as e:  # the file cannot be run here: not the test's verdict
-        raise InfrastructureError(f"cannot execute {argv[0]}: {e.strerror or e}") from None
-    assert proc.stdout is not None
-    fd = proc.stdout.fileno()
-    deadline = start + timeout
-    timed_out = False
-    exited_at: float | None = None
-    try:
-        while True:
-            now = time.monotonic()
-            if exited_at is None and proc.poll() is not None:
-                exited_at = now
-            if exited_at is not None and now - exited_at > LINGER_SECONDS:
-                break  # a grandchild holds the pipe open; the group is killed below
-            if exited_at is None and now >= deadline:
-                timed_out = True
-                _kill_group(proc)
-                break
-            if stop is not None and stop.is_set():  # the session is ending
-                _kill_group(proc)
-                break
-            wait = min(0.1, max(0.0, deadline - now))
-            ready, _, _ = select.select([fd], [], [], wait)
-            if ready:
-                data = os.read(fd, READ_SIZE)
-                if not data:  # the output closed, not the program: it may still be working
-                    timed_out = _wait_exit(proc, deadline, stop)
-                    break
-                on_bytes(data)
+        return drive(stream, timeout, on_bytes, stop)
     finally:
-        _kill_group(proc, quiet=True)
-        proc.stdout.close()
-    returncode = proc.wait()
-    end = RunEnd(duration=time.monotonic() - start)
-    if timed_out:
-        end.timed_out = timeout
-    elif returncode < 0:
-        end.signal = _signal_name(-returncode)
-    else:
-        end.exit_code = returncode
-    return end
-
-
-def _wait_exit(proc: subprocess.Popen, deadline: float, stop: threading.Event | None) -> bool:
-    """After end-of-file, wait for the exit until the deadline; True if it struck.
-
-    A binary may close stdout and stderr and go on working (or just be slow to exit):
-    killing it at end-of-file would report a crash that never happened."""
-    while proc.poll() is None:
-        if stop is not None and stop.is_set():
-            return False  # the session is ending: the group is killed by the caller
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            _kill_group(proc)
-            return True
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=min(0.05, remaining))
-    return False
-
-
-def _kill_group(proc: subprocess.Popen, quiet: bool = False) -> None:
-    """SIGKILL the whole group: the binary and anything it started."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)  # start_new_session: pgid == pid
-    if not quiet:
-        proc.wait()
-
-
-def _signal_name(num: int) -> str:
-    try:
-        return signal.Signals(num).name
-    except ValueError:
-        return f"signal {num}"
+        stream.close()
 
 
 class RunDirs:

@@ -23,12 +23,16 @@ from __future__ import annotations
 import contextlib
 import posixpath
 import re
+import secrets
 import shlex
 import stat
+import threading
 import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
-from . import InfrastructureError
+from .contract import ConnectionLost, Deployed, InfrastructureError
 
 HOME_SUBDIR = ".cache/pytest-ondevice"
 BIN = "bin"
@@ -50,6 +54,10 @@ class DeviceFs(Protocol):
     def listdir_attr(self, path: str = ".") -> list[Any]: ...
     def listdir(self, path: str = ".") -> list[str]: ...
     def remove(self, path: str) -> None: ...
+    def symlink(self, source: str, dest: str) -> None: ...
+    def utime(self, path: str, times: Any) -> None: ...
+    def put(self, local: str, remote: str) -> Any: ...
+    def posix_rename(self, old: str, new: str) -> None: ...
 
 
 def root_for(home: str, user: str, scratch_root: str | None) -> tuple[str, str]:
@@ -59,7 +67,7 @@ def root_for(home: str, user: str, scratch_root: str | None) -> tuple[str, str]:
     return home, posixpath.join(home, HOME_SUBDIR)
 
 
-def prepare(fs: DeviceFs, base: str, root: str, uid: int) -> str:
+def prepare(fs: DeviceFs, base: str, root: str, uid: int, trusted: Sequence[int] = ()) -> str:
     """Make (or accept) our root and its bin/ and sessions/ dirs, verified; return the root."""
     try:
         real = fs.normalize(base)  # realpath on the device: a symlink on the way is judged where it leads
@@ -67,9 +75,9 @@ def prepare(fs: DeviceFs, base: str, root: str, uid: int) -> str:
         raise InfrastructureError(f"{base} does not exist on the device ({e}); set scratch_root") from None
     path = "/"
     for part in [p for p in real.split("/") if p]:
-        _check_above(fs.lstat(path), path, uid)
+        _check_above(fs.lstat(path), path, uid, trusted)
         path = posixpath.join(path, part)
-    _check_above(fs.lstat(path), path, uid)
+    _check_above(fs.lstat(path), path, uid, trusted)
     for sub in _below(real, posixpath.relpath(root, base)):
         _make_ours(fs, sub, uid)
     real_root = posixpath.join(real, posixpath.relpath(root, base))
@@ -100,10 +108,13 @@ def _make_ours(fs: DeviceFs, path: str, uid: int) -> None:
         raise _unsafe(path, attr, "is writable by other accounts")
 
 
-def _check_above(attr: Any, path: str, uid: int) -> None:
-    if attr.st_uid not in (0, uid):
+def _check_above(attr: Any, path: str, uid: int, trusted: Sequence[int] = ()) -> None:
+    """trusted: system accounts that own directories there (Android: system owns /data, and
+    the shell group may write /data/local/tmp)."""
+    if attr.st_uid not in (0, uid, *trusted):
         raise _unsafe(path, attr, f"is owned by uid {attr.st_uid}, neither root nor the device user (uid {uid})")
-    if attr.st_mode & 0o022 and not attr.st_mode & stat.S_ISVTX:
+    group_ok = getattr(attr, "st_gid", None) in trusted and not attr.st_mode & 0o002
+    if attr.st_mode & 0o022 and not attr.st_mode & stat.S_ISVTX and not group_ok:
         raise _unsafe(path, attr, "is writable by other accounts (and not sticky)")
 
 
@@ -185,3 +196,113 @@ def sweep(root: str) -> str:
         f'[ ${{#n}} -eq 16 ] && [ "$d" != "$ondevice_S" ] || continue; ondevice_alive "$d" && continue; '
         'ondevice_kill "ONDEVICE_SESSION=$n"; rm -rf "$d"; done; true'
     )
+
+
+class DeviceCache:
+    """A session's view of the device cache: what it holds, pushed or verified, and the
+    session dir where binaries run from (under their own names, argv[0]).
+
+    Shared by every transport that keeps binaries on a device; `fs` is its file access
+    (SFTP, or adb sync plus shell commands) and `run` runs a shell command there."""
+
+    def __init__(self, root: str, scratch: str, run: Callable[[str], str], where: str) -> None:
+        self.root, self.bin, self.scratch, self.where = root, f"{root}/{BIN}", scratch, where
+        self.run = run
+        self.held: dict[str, int] = {}  # content hash -> size, listed once at the start
+        self.pushed: set[str] = set()  # pushed by this session
+        self.verified: set[str] = set()  # entries whose sha256 the device confirmed this session
+        self.holds: set[str] = set()  # entries this session holds against another session's prune
+        self.linked: set[str] = set()
+        self.reported: set[str] = set()  # deploys already reported (pushed or held) to the runner
+        self.names: dict[str, str] = {}
+        self.damaged = 0  # cached entries whose content no longer matched their name
+        self._lock = threading.Lock()
+        self._push_locks: dict[str, threading.Lock] = {}
+
+    def list_held(self, fs: DeviceFs) -> None:
+        """What the device already holds, listed once rather than asked per binary."""
+        self.held = {
+            a.filename: a.st_size
+            for a in fs.listdir_attr(self.bin)
+            if ENTRY.fullmatch(a.filename) and stat.S_ISREG(a.st_mode or 0)
+        }
+
+    def place(self, fs: DeviceFs, artifact: Path, sha256: str, data: Sequence[Path]) -> Deployed:
+        """The binary in the cache, linked into the session dir under its own name; data beside it."""
+        self.ensure(fs, artifact, sha256)
+        name = self._name_for(artifact.name, sha256)
+        link = f"{self.scratch}/{name}"
+        if name not in self.linked:  # the session dir is new each session
+            fs.symlink(f"{self.bin}/{sha256}", link)
+            self.linked.add(name)
+        run_dir = None
+        if data:  # the binary's own cwd: two binaries' same-named files never meet
+            run_dir = f"{self.scratch}/{name}.data"
+            with contextlib.suppress(OSError):
+                fs.mkdir(run_dir, 0o700)
+            for path in data:  # small and test-specific: pushed every time, no cache
+                fs.put(str(path), f"{run_dir}/{path.name}")
+        with self._lock:  # a retry's deploy of what this session pushed is no second push
+            pushed = sha256 in self.pushed and sha256 not in self.reported
+            self.reported.add(sha256)
+        return Deployed(link, sha256, pushed=pushed, cwd=run_dir)
+
+    def ensure(self, fs: DeviceFs, artifact: Path, sha256: str) -> None:
+        """The cache holds exactly this content afterwards: pushed, or verified, once per session."""
+        with self._push_lock(sha256):
+            cached = f"{self.bin}/{sha256}"
+            if sha256 not in self.holds:  # a live session's entries are never pruned by another
+                fs.symlink(cached, f"{self.scratch}/{HOLDS}/{sha256}")
+                self.holds.add(sha256)
+            if sha256 in self.pushed or sha256 in self.verified:
+                return
+            if self.held.get(sha256) == artifact.stat().st_size and self._verify(sha256):
+                fs.utime(cached, None)  # most recently used: pruned last
+                self.verified.add(sha256)
+                return
+            part = f"{cached}.part-{secrets.token_hex(6)}"
+            try:
+                fs.put(str(artifact), part)  # confirmed: a short write (disk full) is caught here
+                fs.chmod(part, 0o700)
+                fs.posix_rename(part, cached)
+            except OSError:
+                with contextlib.suppress(Exception):
+                    fs.remove(part)  # the room it took is the next push's
+                raise
+            self.held[sha256] = artifact.stat().st_size
+            self.pushed.add(sha256)
+
+    def _verify(self, sha256: str) -> bool:
+        """What an earlier session left is run only if its content is still what its name says."""
+        try:
+            out = self.run(f"sha256sum {shlex.quote(self.bin + '/' + sha256)}")
+        except ConnectionLost:
+            raise
+        except InfrastructureError:  # no sha256sum on the device, or the file went: push it again
+            return False
+        ok = out.split()[:1] == [sha256]
+        if not ok:
+            self.damaged += 1
+        return ok
+
+    def forget(self, sha256: str) -> None:
+        """The entry vanished (pruned or deleted under us): the next deploy pushes it again."""
+        self.held.pop(sha256, None)
+        self.pushed.discard(sha256)
+        self.verified.discard(sha256)
+
+    def new_session(self, scratch: str) -> None:
+        """After a reconnect: a new session dir holds nothing yet."""
+        self.scratch, self.linked, self.holds, self.verified = scratch, set(), set(), set()
+
+    def used(self) -> bool:
+        return bool(self.pushed or self.verified)
+
+    def _push_lock(self, sha256: str) -> threading.Lock:
+        with self._lock:
+            return self._push_locks.setdefault(sha256, threading.Lock())
+
+    def _name_for(self, name: str, sha256: str) -> str:
+        """Keep the binary's own name (argv[0]); two different binaries never share one."""
+        owner = self.names.setdefault(name, sha256)
+        return name if owner == sha256 else f"{name}-{sha256[:12]}"

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_ondevice.protocol import RunEnd
-
-from . import Deployed, OnBytes, Transport
+from . import Transport
 from ._proc import RunDirs, run_streaming
+from .contract import Deployed, OnBytes, RunEnd
 
 
 class LocalTransport(Transport):
@@ -25,5 +24,12 @@ class LocalTransport(Transport):
     def close(self) -> None:
         self._run_dirs.close()
 
-    def run(self, deployed: Deployed, args: list[str], timeout: float, on_bytes: OnBytes) -> RunEnd:
+    def run(
+        self,
+        deployed: Deployed,
+        args: list[str],
+        timeout: float,
+        on_bytes: OnBytes,
+        start: Callable[[], None] | None = None,
+    ) -> RunEnd:
         return run_streaming([deployed.path, *args], timeout, on_bytes, cwd=Path(deployed.cwd or "."), stop=self.stop)

@@ -9,14 +9,13 @@ explicitly with the cross sysroot rather than relying on binfmt_misc.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_ondevice.protocol import RunEnd
-
-from . import Deployed, InfrastructureError, OnBytes, Transport
+from . import Option, Transport
 from ._proc import RunDirs, run_streaming
+from .contract import Clock, Deployed, InfrastructureError, OnBytes, RunEnd
 
 INSTALL_HINT = "install QEMU: apt-get install qemu-system-arm qemu-user (or run scripts/setup.sh)"
 
@@ -32,6 +31,11 @@ class _LocalFileTransport(Transport):
     """The emulator reads the artifact where the build left it: deploy is a no-op."""
 
     default_binary = ""
+    device_forms = ("qemu",)
+
+    @classmethod
+    def claims(cls, device: str) -> bool:
+        return device == "qemu"
 
     @classmethod
     def status(cls, options: dict) -> str:
@@ -53,6 +57,19 @@ class _LocalFileTransport(Transport):
 class QemuSystemTransport(_LocalFileTransport):
     name = "qemu-system"
     default_binary = "qemu-system-arm"
+    options = {
+        "binary": Option(str, "qemu-system-arm", "the emulator executable"),
+        "machine": Option(str, help="QEMU's -M machine (required)"),
+        "cpu": Option(str, help="QEMU's -cpu"),
+        "output": Option(("semihosting", "uart"), "semihosting", "where the program's output comes from"),
+        "icount_shift": Option(int, help="-icount shift: virtual time, 2**shift ns per instruction"),
+        "extra_args": Option(list, help="more QEMU arguments"),
+    }
+
+    @classmethod
+    def clock(cls, options: dict[str, Any]) -> Clock | None:
+        shift = options.get("icount_shift")
+        return Clock("virtual", float(2 ** int(shift))) if shift is not None else Clock("wall")
 
     def open(self) -> None:
         self.qemu = _find(self.options.get("binary", self.default_binary))
@@ -74,7 +91,14 @@ class QemuSystemTransport(_LocalFileTransport):
             argv += ["-icount", f"shift={int(o['icount_shift'])}"]
         return [*argv, *o.get("extra_args", []), "-kernel", image]
 
-    def run(self, deployed: Deployed, args: list[str], timeout: float, on_bytes: OnBytes) -> RunEnd:
+    def run(
+        self,
+        deployed: Deployed,
+        args: list[str],
+        timeout: float,
+        on_bytes: OnBytes,
+        start: Callable[[], None] | None = None,
+    ) -> RunEnd:
         end = run_streaming(self.argv(deployed.path), timeout, on_bytes, stop=self.stop)
         if end.signal == "SIGABRT":
             # QEMU aborts when the CPU cannot even take the fault (bad SP or vector table)
@@ -86,11 +110,27 @@ class QemuSystemTransport(_LocalFileTransport):
 class QemuUserTransport(_LocalFileTransport):
     name = "qemu-user"
     default_binary = "qemu-aarch64"
+    options = {
+        "binary": Option(str, "qemu-aarch64", "the emulator executable"),
+        "sysroot": Option(str, help="QEMU's -L: where a dynamic binary's libraries are"),
+        "cpu": Option(str, help="QEMU's -cpu"),
+    }
+
+    @classmethod
+    def clock(cls, options: dict[str, Any]) -> Clock | None:
+        return Clock("wall")
 
     def open(self) -> None:
         self.qemu = _find(self.options.get("binary", self.default_binary))
 
-    def run(self, deployed: Deployed, args: list[str], timeout: float, on_bytes: OnBytes) -> RunEnd:
+    def run(
+        self,
+        deployed: Deployed,
+        args: list[str],
+        timeout: float,
+        on_bytes: OnBytes,
+        start: Callable[[], None] | None = None,
+    ) -> RunEnd:
         argv = [self.qemu]
         sysroot = self.options.get("sysroot")
         if sysroot:

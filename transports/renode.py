@@ -23,21 +23,22 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_ondevice.protocol import RunEnd
+from pytest_ondevice.schema import SECONDS
 
-from . import Deployed, InfrastructureError, OnBytes, Transport
+from . import Option, Transport
+from .contract import Clock, Deployed, InfrastructureError, OnBytes, RunEnd
 from .renode_monitor import MonitorError, MonitorGone, RenodeMonitor
+from .runloop import ExitLine
 
 DEFAULT_PLATFORM = "platforms/cpus/stm32f103.repl"
 SEMIHOSTING_UART = "sysbus.cpu.uartSemihosting"
 TERMINAL = "ondevice_term"
 START_TIMEOUT = 60.0
 VIRTUAL_POLL = 0.25  # seconds between virtual-time checks while the program prints nothing
-EXIT_LINE = re.compile(rb"#ondevice exit (-?\d+)")
 INSTALL_HINT = (
     "install Renode: its portable Linux package from https://github.com/renode/renode/releases "
     "(put `renode` on PATH or set RENODE=/path/to/renode), or run its Docker image "
@@ -58,6 +59,26 @@ def find_renode(options: dict[str, Any]) -> str | None:
 
 class RenodeTransport(Transport):
     name = "renode"
+    device_forms = ("renode://HOST:PORT",)
+    options = {
+        "platform": Option(str, DEFAULT_PLATFORM, "a platform description (.repl), Renode's or beside the board file"),
+        "script": Option(str, help="a .resc that sets the machine up, instead of platform"),
+        "output": Option(str, SEMIHOSTING_UART, "the UART the program's output comes from"),
+        "cpu": Option(str, "sysbus.cpu", "the CPU whose executed instructions bound virtual time"),
+        "terminal_port": Option(int, help="the port of Renode's socket terminal (default: a free one)"),
+        "virtual_timeout": Option(SECONDS, help="seconds of virtual time a binary may run (default: the timeout)"),
+        "monitor_timeout": Option(SECONDS, 30.0, "seconds a monitor command may take"),
+        "start_timeout": Option(SECONDS, START_TIMEOUT, "seconds Renode may take to start"),
+        "renode": Option(str, help="the renode executable", ini="ondevice_renode"),
+    }
+
+    @classmethod
+    def claims(cls, device: str) -> bool:
+        return device.startswith("renode://")
+
+    @classmethod
+    def clock(cls, options: dict[str, Any]) -> Clock | None:
+        return Clock("virtual")
 
     @classmethod
     def status(cls, options: dict[str, Any]) -> str:
@@ -144,7 +165,14 @@ class RenodeTransport(Transport):
         # Renode reads the ELF itself: a remote Renode needs the build dir at the same path
         return Deployed(str(artifact.resolve()), sha256, pushed=None)
 
-    def run(self, deployed: Deployed, args: list[str], timeout: float, on_bytes: OnBytes) -> RunEnd:
+    def run(
+        self,
+        deployed: Deployed,
+        args: list[str],
+        timeout: float,
+        on_bytes: OnBytes,
+        start: Callable[[], None] | None = None,
+    ) -> RunEnd:
         assert self.monitor is not None and self.terminal is not None
         start = time.monotonic()
         try:
@@ -184,7 +212,7 @@ class RenodeTransport(Transport):
         end = RunEnd()
         deadline = time.monotonic() + timeout
         next_poll = time.monotonic() + VIRTUAL_POLL
-        tail = b""
+        exit_line = ExitLine()
         self.terminal.setblocking(False)
         while True:
             remaining = deadline - time.monotonic()
@@ -212,10 +240,9 @@ class RenodeTransport(Transport):
             if not data:
                 raise InfrastructureError(f"Renode closed its output mid-run{self._died()}")
             on_bytes(data)
-            tail = (tail + data)[-256:]
-            match = EXIT_LINE.search(tail)
-            if match and tail.endswith(b"\n", match.end()):
-                end.exit_code = int(match.group(1))
+            status = exit_line.feed(data)
+            if status is not None:
+                end.exit_code = status
                 return end
 
     def _command(self, line: str) -> str:

@@ -1,0 +1,372 @@
+"""The `adb` transport: an Android phone or board through the adb server (adbutils).
+
+Everything a Linux device needs beyond the link is shared with SSH (linuxdevice.py):
+the hash-named binary cache on the device, the session dir, the keeper shell that
+ends a session's processes when its link goes, the pidfile-and-token kill. Here is
+only the link: the device chosen by serial, `host:port` (adb connect) or as the only
+one attached; pushes over the sync service; every command in a `shell,v2:` stream,
+whose exit packet carries the real exit status. Closing a v2 stream SIGHUPs only the
+shell on a real adbd, so a timeout kills the run's process group itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import struct
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from . import Option, device_cache
+from .contract import ConnectionLost, InfrastructureError, RunEnd, end_from_status
+from .keeper import BOOT, Keeper
+from .linuxdevice import DEFAULT_CACHE_ENTRIES, LinuxDevice, RunStream
+
+DEVICE_DIR = "/data/local/tmp"  # the one place an adb shell may write and exec on every Android
+CONNECT_TIMEOUT = 10.0
+PUSH_TIMEOUT = 60.0
+AID_SYSTEM, AID_SHELL = 1000, 2000  # own /data and /data/local/tmp on Android
+STDIN, STDOUT, STDERR, EXIT, CLOSE_STDIN = 0, 1, 2, 3, 4
+HEADER = struct.Struct("<BI")
+
+STATE_HINTS = {
+    "unauthorized": "unlock the device and accept the 'Allow USB debugging?' prompt (tick 'Always allow'), "
+    "then run again; no prompt: revoke USB debugging authorisations in Developer options and reconnect",
+    "offline": "the device does not answer adb: reconnect its cable (or `adb reconnect`), or reboot it",
+    "no permissions": "the USB device node is not readable: add a udev rule for it (see `adb devices`)",
+}
+
+
+class AdbTransport(LinuxDevice):
+    name = "adb"
+    device_forms = ("adb:SERIAL", "adb:HOST:PORT")
+    trusted_uids = (AID_SYSTEM, AID_SHELL)
+    options = {
+        "serial": Option(str, help="the device's serial, or HOST:PORT for adb over TCP (--device=adb:... overrides)"),
+        "adb_server": Option(
+            str,
+            help="the adb server, HOST:PORT (default: $ANDROID_ADB_SERVER_PORT on 127.0.0.1, else 5037)",
+            ini="ondevice_adb_server",
+        ),
+        "scratch_root": Option(str, DEVICE_DIR, "where the binary cache lives on the device"),
+        "cache_entries": Option(int, DEFAULT_CACHE_ENTRIES, "binaries kept on the device"),
+        "connect_timeout": Option(float, CONNECT_TIMEOUT, "seconds to reach the device"),
+        "push_timeout": Option(float, PUSH_TIMEOUT, "seconds a device may be silent mid-push"),
+        "exec_wrapper": Option("command", help="a command the binary runs under (a string, or its words)"),
+    }
+
+    @classmethod
+    def claims(cls, device: str) -> bool:
+        return device.startswith("adb:")
+
+    @classmethod
+    def status(cls, options: dict[str, Any]) -> str:
+        try:
+            import adbutils  # noqa: F401
+        except ImportError:
+            return "missing: pip install 'pytest-ondevice[adb]'"
+        return "ready (adbutils)"
+
+    def __init__(self, board: Any, device: str | None, options: dict[str, Any]) -> None:
+        super().__init__(board, device, options)
+        self.serial = device[len("adb:") :] if device else self.options.get("serial")
+        self.where = f"adb:{self.serial}" if self.serial else "adb"
+        self.adb: Any = None
+        self._reopen_lock = threading.Lock()
+
+    # -- connection --------------------------------------------------------------------
+    def open(self) -> None:
+        try:
+            import adbutils
+        except ImportError:
+            raise InfrastructureError("the adb transport needs adbutils: pip install 'pytest-ondevice[adb]'") from None
+        host, port = _server(self.options.get("adb_server"))
+        timeout = float(self.options.get("connect_timeout", CONNECT_TIMEOUT))
+        client = adbutils.AdbClient(host=host, port=port, socket_timeout=timeout)
+        try:
+            if self.serial and ":" in self.serial:  # adb over TCP: attach it first (a no-op when attached)
+                said = client.connect(self.serial, timeout=timeout)
+                if "connected" not in said or "unable" in said or "failed" in said:
+                    raise InfrastructureError(f"adb connect {self.serial}: {said.strip()}")
+            self.serial = self._choose(self._listing(client, timeout))
+            self.where = f"adb:{self.serial}"
+            self.adb = client.device(self.serial)
+            self._start_keeper()
+            uid, home = self.keeper_hello
+            self._start_session(AdbFs(self), uid, home, "shell")
+        except InfrastructureError:
+            self.adb = None
+            raise
+        except (adbutils.AdbError, OSError) as e:
+            self.adb = None
+            if self.serial is None or isinstance(e, ConnectionRefusedError):
+                raise InfrastructureError(
+                    f"no adb server on {host}:{port} ({e}); start one: adb start-server "
+                    "(Debian: apt-get install adb), or set adb_server / ondevice_adb_server"
+                ) from None
+            raise ConnectionLost(f"{self.where}: {e}") from None
+
+    def _listing(self, client: Any, timeout: float) -> list[Any]:
+        """`adb devices`, once the asked-for device has settled: right after `adb connect` or a
+        dropped link it is offline or connecting for a moment (the server retries on its own)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            devices = client.list()
+            state = next((d.state for d in devices if d.serial == self.serial), None)
+            if state not in ("offline", "connecting", "authorizing", None) or not self.serial:
+                return devices
+            if time.monotonic() >= deadline:
+                return devices
+            time.sleep(0.2)
+
+    def _choose(self, devices: list[Any]) -> str:
+        """The serial to use: the one asked for, or the only one attached; its state must be `device`."""
+        listing = ", ".join(f"{d.serial} ({d.state})" for d in devices) or "none"
+        if self.serial:
+            found = [d for d in devices if d.serial == self.serial]
+            if not found:
+                raise InfrastructureError(f"adb: no device {self.serial} attached (adb devices: {listing})")
+            chosen = found[0]
+        elif not devices:
+            raise InfrastructureError(
+                "adb: no device attached; plug one in (USB debugging on), or pass --device=adb:HOST:PORT"
+            )
+        elif len(devices) > 1:
+            raise InfrastructureError(
+                f"adb: {len(devices)} devices attached and none chosen: {listing}; pass --device=adb:SERIAL"
+            )
+        else:
+            chosen = devices[0]
+        if chosen.state != "device":
+            hint = STATE_HINTS.get(chosen.state, f"adb lists it as {chosen.state!r}")
+            raise InfrastructureError(f"adb:{chosen.serial} is {chosen.state}: {hint}")
+        return chosen.serial
+
+    def _start_keeper(self) -> None:
+        channel = self._shell(BOOT)
+        channel.settimeout(float(self.options.get("connect_timeout", CONNECT_TIMEOUT)))
+        self.keeper = Keeper(channel, self.where)
+        hello = self.keeper.start()
+        if hello is None:
+            raise InfrastructureError(f"{self.where}: the device's shell cannot run sh commands: {self.keeper.refusal}")
+        self.keeper_hello = hello
+        channel.settimeout(float(self.options.get("push_timeout", PUSH_TIMEOUT)))
+
+    def _shell(self, command: str) -> ShellV2:
+        """A `shell,v2:` stream: separate stdout/stderr, a stdin, and the exit status."""
+        try:
+            conn = self.adb.open_transport(timeout=float(self.options.get("connect_timeout", CONNECT_TIMEOUT)))
+            conn.send_command(f"shell,v2,raw:{command}")
+            conn.check_okay()
+        except Exception as e:
+            raise ConnectionLost(f"{self.where}: cannot open a shell: {e}") from None
+        return ShellV2(conn, self.where)
+
+    def _fs(self, role: str) -> device_cache.DeviceFs:
+        return AdbFs(self)
+
+    def _start_run(self, command: str) -> RunStream:
+        if self.adb is None:
+            raise ConnectionLost(f"{self.where}: not connected")
+        return self._shell(command)
+
+    def _push_failed(self, error: Exception, artifact: Path) -> InfrastructureError:
+        if self.adb is not None and self._alive():
+            return InfrastructureError(f"{self.where}: pushing {artifact.name} failed: {error}")
+        return ConnectionLost(f"{self.where}: connection lost while pushing {artifact.name}: {error}")
+
+    def reopen(self) -> None:
+        """A fresh connection; then end what the lost one ran and remove its dir."""
+        with self._reopen_lock:
+            if self.adb is not None and self._alive():
+                return  # the link is fine (a binary vanished from the cache): deploy pushes it again
+            lost = self._forget_session()
+            self.adb = None
+            self.open()
+            self._clean_lost(lost)
+
+    def close(self) -> None:
+        if self.adb is None:
+            return
+        self._end_session()
+        self.adb = None
+
+
+class ShellV2(RunStream):
+    """adb's shell protocol v2 over one stream, as the keeper's channel and as a run's stream."""
+
+    def __init__(self, conn: Any, where: str) -> None:
+        self.conn, self.sock, self.where = conn, conn.conn, where
+        self._out = bytearray()
+        self._err = bytearray()
+        self._status: int | None = None
+        self._closed = False
+        self._buf = b""
+        self._timeout: float | None = None
+
+    # the keeper's Channel
+    def sendall(self, data: bytes) -> None:
+        self.sock.sendall(HEADER.pack(STDIN, len(data)) + data)
+
+    def settimeout(self, seconds: float) -> None:
+        self._timeout = seconds
+
+    def recv(self, size: int) -> bytes:
+        """Stdout bytes; b"" once the stream ended; TimeoutError when nothing came in time."""
+        while not self._out and not self._closed and self._status is None:
+            if not self._pump(self._timeout):
+                raise TimeoutError
+        data = bytes(self._out[:size])
+        del self._out[:size]
+        return data
+
+    def shutdown_write(self) -> None:
+        self.sock.sendall(HEADER.pack(CLOSE_STDIN, 0))
+
+    # the run loop's Stream
+    def read(self, wait: float) -> bytes | None:
+        if not self._out and not self._closed and self._status is None:
+            self._pump(wait)
+        if self._out:
+            data = bytes(self._out)
+            self._out.clear()
+            return data
+        return b"" if (self._closed or self._status is not None) else None
+
+    def poll(self) -> RunEnd | None:
+        if self._status is not None:
+            return end_from_status(self._status)
+        if self._closed:  # no exit packet: the link went, the program's fate is unknown
+            raise ConnectionLost(f"{self.where}: connection lost while the binary ran")
+        return None
+
+    def wait(self, seconds: float) -> None:
+        if self._status is None and not self._closed:
+            self._pump(seconds)
+
+    def kill(self) -> None:  # pragma: no cover - the transport kills by pidfile and token
+        self.close()
+
+    def errors(self) -> bytes:
+        return bytes(self._err)
+
+    def close(self) -> None:
+        self._closed = True
+        with contextlib.suppress(Exception):
+            self.conn.close()
+
+    def _pump(self, wait: float | None) -> bool:
+        """Read one chunk and sort its packets; False when nothing came within `wait`."""
+        self.sock.settimeout(wait)
+        try:
+            chunk = self.sock.recv(65536)
+        except TimeoutError:
+            return False
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self._closed = True
+            return True
+        self._buf += chunk
+        while len(self._buf) >= HEADER.size:
+            kind, length = HEADER.unpack_from(self._buf)
+            if len(self._buf) < HEADER.size + length:
+                break
+            body = self._buf[HEADER.size : HEADER.size + length]
+            self._buf = self._buf[HEADER.size + length :]
+            if kind == STDOUT:
+                self._out += body
+            elif kind == STDERR:
+                self._err += body[: 65536 - len(self._err)]
+            elif kind == EXIT and body:
+                self._status = body[0]
+        return True
+
+
+class AdbFs:
+    """What the device cache needs of a file system, through adb sync and the keeper's shell
+    (toybox on Android, coreutils elsewhere: both have stat -c, realpath, ln, mv)."""
+
+    def __init__(self, transport: AdbTransport) -> None:
+        self.t = transport
+
+    def _run(self, command: str) -> str:
+        try:
+            return self.t._exec(command)
+        except ConnectionLost:
+            raise
+        except InfrastructureError as e:
+            raise OSError(str(e)) from None
+
+    def lstat(self, path: str) -> Any:
+        out = self._run(f"stat -c '%u %g %f %s %Y' {shlex.quote(path)}").split()
+        return _Attr(path.rsplit("/", 1)[-1], *map(int, out[:2]), int(out[2], 16), *map(int, out[3:5]))
+
+    def mkdir(self, path: str, mode: int = 0o777) -> None:
+        self._run(f"mkdir -m {mode:o} {shlex.quote(path)}")
+
+    def chmod(self, path: str, mode: int) -> None:
+        self._run(f"chmod {mode:o} {shlex.quote(path)}")
+
+    def normalize(self, path: str) -> str:
+        return self._run(f"cd {shlex.quote(path)} && pwd -P").strip()
+
+    def listdir_attr(self, path: str = ".") -> list[Any]:
+        q = shlex.quote(path)
+        out = self._run(
+            f'cd {q} && for f in * .[!.]*; do [ -e "$f" ] && stat -c \'%u %g %f %s %Y %n\' "$f"; done; true'
+        )
+        attrs = []
+        for line in out.splitlines():
+            parts = line.split(" ", 5)
+            if len(parts) == 6:
+                uid, gid, mode, size, mtime = int(parts[0]), int(parts[1]), int(parts[2], 16), *map(int, parts[3:5])
+                attrs.append(_Attr(parts[5], uid, gid, mode, size, mtime))
+        return attrs
+
+    def listdir(self, path: str = ".") -> list[str]:
+        return [a.filename for a in self.listdir_attr(path)]
+
+    def remove(self, path: str) -> None:
+        self._run(f"rm -f {shlex.quote(path)}")
+
+    def symlink(self, source: str, dest: str) -> None:
+        self._run(f"ln -s {shlex.quote(source)} {shlex.quote(dest)}")
+
+    def utime(self, path: str, times: Any) -> None:
+        self._run(f"touch -c {shlex.quote(path)}")
+
+    def posix_rename(self, old: str, new: str) -> None:
+        self._run(f"mv -f {shlex.quote(old)} {shlex.quote(new)}")
+
+    def put(self, local: str, remote: str) -> None:
+        """adb sync push, then its size confirmed (a short write on a full disk is caught)."""
+        import adbutils
+
+        size = os.path.getsize(local)
+        try:
+            sent = self.t.adb.sync.push(local, remote, mode=0o600, check=False)
+            held = self.t.adb.sync.stat(remote).size
+        except adbutils.AdbError as e:
+            raise OSError(f"adb push to {remote}: {e}") from None
+        if sent != size or held != size:
+            raise OSError(f"adb push to {remote}: {held} of {size} bytes arrived (device full?)")
+
+
+class _Attr:
+    """The fields of paramiko's SFTPAttributes that device_cache reads."""
+
+    def __init__(self, filename: str, uid: int, gid: int, mode: int, size: int, mtime: int) -> None:
+        self.filename, self.st_uid, self.st_gid, self.st_mode = filename, uid, gid, mode
+        self.st_size, self.st_mtime = size, mtime
+
+
+def _server(value: str | None) -> tuple[str, int]:
+    """HOST:PORT of the adb server; adb's own $ANDROID_ADB_SERVER_PORT is honoured."""
+    if value:
+        host, _, port = value.rpartition(":")
+        return host or "127.0.0.1", int(port)
+    return "127.0.0.1", int(os.environ.get("ANDROID_ADB_SERVER_PORT") or 5037)

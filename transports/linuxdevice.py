@@ -1,0 +1,234 @@
+"""What every transport to a Linux device with a POSIX shell shares (SSH, ADB, ...).
+
+A subclass brings the link: how to open a shell with a stdin (for the keeper), a file
+access for pushes (SFTP, adb sync) and a stream for one run. The rest is written once
+here: the session dir and the content-addressed binary cache on the device
+(device_cache.py), the run command with its pre-flight checks, the pidfile-and-token
+kill of everything a run started, and the clean-up at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import secrets
+import shlex
+import threading
+from abc import abstractmethod
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from . import Transport, device_cache
+from .contract import CacheEntryLost, ConnectionLost, Deployed, InfrastructureError, OnBytes, RunEnd
+from .keeper import Keeper
+from .runloop import Stream, drive
+
+PATH = "/usr/local/bin:/usr/bin:/bin"
+DEFAULT_CACHE_ENTRIES = 64
+
+
+class RunStream(Stream):
+    def errors(self) -> bytes:
+        """What the shell wrote on stderr (the binary's own stderr goes to stdout)."""
+
+    def close(self) -> None: ...
+
+
+class LinuxDevice(Transport):
+    path_env = PATH  # the PATH a binary runs with
+    trusted_uids: tuple[int, ...] = ()  # besides root and the device user: may own dirs above the cache
+
+    def __init__(self, board: Any, device: str | None, options: dict[str, Any]) -> None:
+        super().__init__(board, device, options)
+        self.keeper: Keeper | None = None
+        self.cache: device_cache.DeviceCache | None = None
+        self.root = ""
+        self.scratch = ""
+        self.sid = ""
+        self.where = device or ""
+        self._lock = threading.Lock()
+        self._deploy_lock = threading.Lock()
+        self._runs = 0
+        self._running: dict[str, str] = {}  # run token -> pid file, for close()
+
+    # -- what a subclass brings ----------------------------------------------------------
+    @abstractmethod
+    def _fs(self, role: str) -> device_cache.DeviceFs:
+        """File access for "deploy" or "prefetch" (each may need its own channel)."""
+
+    @abstractmethod
+    def _start_run(self, command: str) -> RunStream:
+        """Run one `sh` command line; ConnectionLost if the link is gone."""
+
+    def _push_failed(self, error: Exception, artifact: Path) -> InfrastructureError:
+        return ConnectionLost(f"{self.where}: connection lost while pushing {artifact.name}: {error}")
+
+    # -- session -----------------------------------------------------------------------
+    def _start_session(self, fs: device_cache.DeviceFs, uid: int, home: str, user: str) -> None:
+        """With the keeper up: our root made safe, a session dir, the cache listed."""
+        base, root = device_cache.root_for(home, user, self.options.get("scratch_root"))
+        try:
+            self.root = device_cache.prepare(fs, base, root, uid, self.trusted_uids)
+        except OSError as e:
+            raise InfrastructureError(
+                f"{self.where}: cannot set up the binary cache {self.root or 'under ' + base} on the device: {e}; "
+                "set scratch_root in the board's [transport] to a directory this account can write"
+            ) from None
+        self.sid = secrets.token_hex(8)
+        self.scratch = f"{self.root}/{device_cache.SESSIONS}/{self.sid}"
+        self._exec(device_cache.start_session(self.scratch, self.sid))  # the keeper owns it from here
+        self._exec(device_cache.sweep(self.root))  # what sessions killed earlier left: processes, dirs
+        if self.cache is None:
+            self.cache = device_cache.DeviceCache(self.root, self.scratch, self._exec, self.where)
+            self.cache.list_held(fs)
+        else:  # a reconnect: what this session pushed is still there, its new dir holds nothing
+            self.cache.new_session(self.scratch)
+
+    def _exec(self, command: str) -> str:
+        """A short housekeeping command, run by the keeper; its failure is the device's, not the test's."""
+        if self.keeper is None:
+            raise ConnectionLost(f"{self.where}: not connected")
+        return self.keeper.exec(command)
+
+    def _alive(self) -> bool:
+        try:
+            self._exec("true")
+        except InfrastructureError:
+            return False
+        return True
+
+    # -- loader --------------------------------------------------------------------------
+    def prefetch(self, artifact: Path, sha256: str) -> None:
+        """Push (or verify) into the device cache on a second channel while the device runs others."""
+        with contextlib.suppress(Exception):
+            if self.cache is not None:
+                self.cache.ensure(self._fs("prefetch"), artifact, sha256)
+
+    def deploy(self, artifact: Path, sha256: str, data: Sequence[Path] = ()) -> Deployed:
+        if self.cache is None:
+            raise ConnectionLost(f"{self.where}: not connected")
+        try:
+            with self._deploy_lock:
+                return self.cache.place(self._fs("deploy"), artifact, sha256, data)
+        except InfrastructureError:
+            raise
+        except Exception as e:
+            raise self._push_failed(e, artifact) from None
+
+    # -- console -------------------------------------------------------------------------
+    def run(
+        self,
+        deployed: Deployed,
+        args: list[str],
+        timeout: float,
+        on_bytes: OnBytes,
+        start: Callable[[], None] | None = None,
+    ) -> RunEnd:
+        with self._lock:
+            self._runs += 1
+            pidfile = f"{self.scratch}/.pid-{self._runs}"
+        token = secrets.token_hex(8)  # in the environment of everything the binary starts (setsid too)
+        stream = self._start_run(self._run_command(deployed, args, pidfile, token))
+        with self._lock:
+            self._running[token] = pidfile
+        end: RunEnd | None = None
+        try:
+            end = drive(stream, timeout, on_bytes, self.stop, kill=lambda: self._kill_run(pidfile, token))
+            if end.timed_out is None:
+                self._check_preflight(stream.errors(), deployed)  # a child it left running ends with the session
+        except BaseException:
+            if end is None or end.timed_out is None:  # Ctrl-C, a lost link or our own error: leave nothing behind
+                with contextlib.suppress(Exception):
+                    self._kill_run(pidfile, token)
+            raise
+        finally:
+            with self._lock:
+                self._running.pop(token, None)
+            stream.close()
+        return end
+
+    def _run_command(self, deployed: Deployed, args: list[str], pidfile: str, token: str) -> str:
+        """One line for `sh`: checks that name what is wrong with the device, then the binary."""
+        q = shlex.quote
+        binary = q(deployed.path)
+        wrapper = wrapper_words(self.options.get("exec_wrapper"))
+        env = (
+            f"env -i PATH={self.path_env} HOME={q(self.scratch)} TMPDIR={q(self.scratch)} "
+            f"ONDEVICE_SESSION={self.sid} ONDEVICE_RUN={token}"
+        )
+        checks = [
+            f"cd {q(deployed.cwd or self.scratch)} && echo $$ > {q(pidfile)} || {_pre('scratch', 125)}",
+            f"[ -f {binary} ] || {_pre('missing', 127)}",
+            f"[ -x {binary} ] || {_pre('noexec', 126)}",
+        ]
+        if wrapper:
+            checks.append(f"PATH={self.path_env} command -v {q(wrapper[0])} >/dev/null 2>&1 || {_pre('wrapper', 127)}")
+        words = " ".join(q(w) for w in [*wrapper, deployed.path, *args])
+        return "; ".join(checks) + f"; exec {env} {words} </dev/null 2>&1"
+
+    def _check_preflight(self, err: bytes, deployed: Deployed) -> None:
+        """The checks before the exec report on stderr; each names what to fix."""
+        found = re.search(rb"#ondevice-preflight (\w+)", err)
+        if not found:
+            return
+        what = found.group(1).decode()
+        name = deployed.path.rsplit("/", 1)[-1]
+        if what == "missing" and self.cache is not None:  # pruned or deleted under us: push it again and retry
+            self.cache.forget(deployed.sha256)
+            raise CacheEntryLost(
+                f"{self.where}: {name} vanished from the device cache ({self.cache.bin}) before it ran"
+            )
+        wrapper = self.options.get("exec_wrapper")
+        raise InfrastructureError(
+            {
+                "noexec": f"{self.where}: the device cannot execute {name}: {self.root} is not executable there "
+                "(a file system mounted noexec?); set scratch_root in the board's [transport] to a directory on "
+                "a file system that allows exec",
+                "wrapper": f"{self.where}: the exec_wrapper {wrapper!r} is not on the device (PATH={self.path_env}); "
+                "install it there or fix exec_wrapper in the board's [transport]",
+                "scratch": f"{self.where}: the session dir {self.scratch} is gone on the device",
+            }.get(what, f"{self.where}: cannot run {name}: {what}")
+        )
+
+    def _kill_run(self, pidfile: str, token: str) -> None:
+        """The binary's process group, and every process carrying its token (a setsid() child too)."""
+        q = shlex.quote(pidfile)
+        self._exec(f'{{ pid=$(cat {q}) && kill -KILL "-$pid"; }} 2>/dev/null; ondevice_kill ONDEVICE_RUN={token}')
+
+    def _forget_session(self) -> tuple[str, str]:
+        """Before a reconnect: (the lost session's dir, its id), to clean up once connected again."""
+        old = (self.scratch, self.sid)
+        self.keeper, self.scratch = None, ""
+        return old
+
+    def _clean_lost(self, old: tuple[str, str]) -> None:
+        scratch, sid = old
+        if scratch:
+            with contextlib.suppress(InfrastructureError):
+                self._exec(f"ondevice_kill ONDEVICE_SESSION={sid}; rm -rf {shlex.quote(scratch)}")
+
+    def _end_session(self) -> None:
+        """Kill what still runs, bound the device cache, let the keeper clean up."""
+        with contextlib.suppress(Exception):
+            for token, pidfile in list(self._running.items()):  # runs not yet ended by the stop flag
+                self._kill_run(pidfile, token)
+        if self.cache is not None and self.cache.used():  # once per session, not per push
+            with contextlib.suppress(Exception):
+                keep = int(self.options.get("cache_entries", DEFAULT_CACHE_ENTRIES))
+                device_cache.prune(self._fs("deploy"), self.root, keep)
+        with contextlib.suppress(Exception):  # EOF: the keeper ends this session's processes, removes its dir
+            if self.keeper is not None:
+                self.keeper.finish()
+        self.keeper = None
+
+
+def _pre(what: str, code: int) -> str:
+    return f"{{ echo '#ondevice-preflight {what}' >&2; exit {code}; }}"
+
+
+def wrapper_words(value: Any) -> list[str]:
+    """`exec_wrapper`: a string is one command (a path may hold spaces); a list is its words."""
+    if not value:
+        return []
+    return [str(v) for v in value] if isinstance(value, list) else [str(value)]
