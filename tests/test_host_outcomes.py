@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 
+import pytest
 from conftest import QUIET
 
 V1_MIXED = """
@@ -390,7 +391,7 @@ def test_an_unknown_transport_is_a_usage_error_naming_the_file(project):
     project.write("mixed_test.c", V1_MIXED)
     result = project.run(board="broken")
     assert result.ret == pytest.ExitCode.USAGE_ERROR  # said when the board file loads, before anything is built
-    result.stdout.fnmatch_lines(["*broken.toml: 'transport': unknown transport 'carrier-pigeon'; known transports: *"])
+    result.stderr.fnmatch_lines(["*broken.toml: 'transport': unknown transport 'carrier-pigeon'; known transports: *"])
 
 
 def test_an_unreachable_device_is_an_error_not_a_failure(project):

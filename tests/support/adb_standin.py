@@ -932,7 +932,7 @@ class StandinDevice:
         self.fs.mkdir(parents=True, exist_ok=True)
         self.events_file.touch()
         argv = ["unshare", "--user", "--map-root-user", "--mount", "--fork", "--kill-child"]
-        argv += [sys.executable, str(Path(__file__).resolve()), "--root", str(self.fs), "--mode", self.mode]
+        argv += [sys.executable, "-I", "-S", str(Path(__file__).resolve()), "--root", str(self.fs), "--mode", self.mode]
         argv += ["--features", self.features, "--token", self.token, "--events", str(self.events_file)]
         with open(self.base / "server.log", "ab") as log:
             self.proc = subprocess.Popen(
