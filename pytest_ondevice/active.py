@@ -94,10 +94,17 @@ def _transport_options(config: pytest.Config) -> dict:
 
     options: dict = {}
     for ini, option in declared_ini().items():
-        value = config.getini(ini)
-        if value in ("", False, None):
+        try:
+            value = config.getini(ini)
+        except ValueError:  # a third-party transport's ini key that pytest was not told of
             continue
-        options[ini] = str(config.rootpath / value) if option.ini_kind == "path" else value
+        if value in ("", None):
+            continue
+        if option.ini_kind == "path":
+            value = str(config.rootpath / value)
+        elif option.ini_kind == "bool":
+            value = str(value).strip().lower() in ("1", "true", "yes", "on")
+        options[ini] = value
     return options
 
 

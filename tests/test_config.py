@@ -310,3 +310,14 @@ def test_the_board_list_shows_a_broken_file_and_fails(tmp_path):
     assert any(line.startswith("host ") and "local (ready)" in line for line in lines)
     assert any(line.split()[:4] == ["broken", "-", "-", "invalid"] for line in lines)
     assert f"error: {tmp_path / 'broken.toml'}: not valid TOML" in out.getvalue()
+
+
+def test_every_transport_ini_option_is_registered_with_pytest():
+    """pytest learns ini names from entry points (no transport loads at start-up): the
+    declarations and the entry points must agree."""
+    from importlib.metadata import distribution
+
+    from pytest_ondevice.transports import declared_ini
+
+    eps = {ep.name: ep.value for ep in distribution("pytest-ondevice").entry_points if ep.group == "pytest_ondevice.ini"}
+    assert set(eps) == set(declared_ini())

@@ -536,7 +536,7 @@ class Subprocess:
                     pass
                 except OSError:
                     return
-            select.select([], [self.wake_r], [], 0.1)  # just a pause: wake_r is never writable
+            time.sleep(0.01)  # the command is not reading: wait, as adbd stops reading the host meanwhile
 
     def set_window(self, data: bytes) -> None:
         """`rows x cols, xpixels x ypixels`, as adbd's ioctl(TIOCSWINSZ) takes it."""
@@ -640,37 +640,50 @@ class SyncService:
             fd = create_file(path, mode)
         except OSError as e:
             return self.failed_send(path, f"couldn't create file: {os.strerror(e.errno or 0)}", do_unlink)
-        size = 0
-        with os.fdopen(fd, "wb") as f:
+        try:
             os.fchmod(fd, mode)  # the umask must not narrow it
-            while True:
-                head = self.reader.read_exact(8)
-                if head is None:
-                    return False
-                kind, length = struct.unpack("<4sI", head)
-                if kind == b"DONE":
-                    mtime = length
-                    break
-                if kind != b"DATA":
-                    return self.failed_send(path, "invalid data message", do_unlink, drain=False)
-                if length > SYNC_DATA_MAX:
-                    return self.failed_send(path, "oversize data message", do_unlink, drain=False)
-                data = self.reader.read_exact(length)
-                if data is None:
-                    return False
-                f.write(data)
-                size += length
+            mtime, size = self.receive_into(fd)
+        except SyncFailure as e:
+            return self.failed_send(path, e.reason, do_unlink)
+        finally:
+            os.close(fd)
         os.utime(path, (mtime, mtime), follow_symlinks=False)
-        self.device.log(send=path, size=size, mode=oct(mode))
+        self.device.log(send=path, size=size, mode=oct(mode))  # logged before the OKAY: a test sees it at once
         return self.stream.write(b"OKAY" + struct.pack("<I", 0))
 
-    def failed_send(self, path: str, reason: str, do_unlink: bool, drain: bool = True) -> bool:
-        """FAIL, then swallow DATA up to DONE as adbd does (old clients keep writing), then give up."""
-        self.fail(reason)
-        while drain and (head := self.reader.read_exact(8)) is not None:
+    def receive_into(self, fd: int) -> tuple[int, int]:
+        """DATA chunks written to fd up to DONE: (the mtime DONE carries, the size)."""
+        size = 0
+        while True:
+            head = self.reader.read_exact(8)
+            if head is None:
+                raise SyncFailure(None)
             kind, length = struct.unpack("<4sI", head)
-            if kind != b"DATA" or length > SYNC_DATA_MAX or self.reader.read_exact(length) is None:
-                break
+            if kind == b"DONE":
+                return length, size
+            if kind != b"DATA":
+                raise SyncFailure("invalid data message")
+            if length > SYNC_DATA_MAX:
+                raise SyncFailure("oversize data message")
+            data = self.reader.read_exact(length)
+            if data is None:
+                raise SyncFailure(None)
+            try:
+                while data:
+                    data = data[os.write(fd, data) :]
+            except OSError as e:
+                raise SyncFailure(f"write failed: {os.strerror(e.errno or 0)}") from e
+            size += length
+
+    def failed_send(self, path: str, reason: str | None, do_unlink: bool) -> bool:
+        """FAIL, then swallow DATA up to DONE as adbd does (old clients keep writing); the partial
+        file is removed, also when the stream ended mid-push (reason None: nobody to tell)."""
+        if reason is not None:
+            self.fail(reason)
+            while (head := self.reader.read_exact(8)) is not None:
+                kind, length = struct.unpack("<4sI", head)
+                if kind != b"DATA" or length > SYNC_DATA_MAX or self.reader.read_exact(length) is None:
+                    break
         if do_unlink:
             with contextlib.suppress(OSError):
                 os.unlink(path)
@@ -712,6 +725,14 @@ class SyncService:
         return self.stream.write(b"DONE" + struct.pack("<I", 0))
 
 
+class SyncFailure(Exception):
+    """A push that cannot go on: `reason` for the host's FAIL, None when the host is gone."""
+
+    def __init__(self, reason: str | None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 def parse_c_integer(text: str) -> int:
     """strtoul(text, 0): 0x hex, leading 0 octal, else decimal."""
     text = text.strip()
@@ -738,7 +759,7 @@ def create_file(path: str, mode: int) -> int:
 class Device:
     """The listening adbd: its connections, its mode, its log of what it was asked, its controls."""
 
-    def __init__(self, mode: str, features: str, token: str, events: int) -> None:
+    def __init__(self, mode: str, features: str, token: str, events: int, port: int = 0) -> None:
         self.mode = mode
         self.features = features
         self.token = token
@@ -746,7 +767,7 @@ class Device:
         self.lock = threading.Lock()
         self.connections: set[Connection] = set()
         self.drop_marker: bytes | None = None
-        self.server = socket.create_server(("127.0.0.1", 0))
+        self.server = socket.create_server(("127.0.0.1", port))
         self.port = self.server.getsockname()[1]
 
     def serve_forever(self) -> None:
@@ -828,12 +849,12 @@ class Device:
 def build_root(root: Path) -> None:
     """The device's file system in `root` (in our private mount namespace): the host's system
     read-only, its own /data/local/tmp, /sdcard and /tmp, and /system/bin/sh."""
-    script = ["set -e"]
-    q = shlex_quote
+    script = ["set -e"]  # one shell for all the mounts: a process each would cost ~20 ms
     for name in (*READ_ONLY_BINDS, *BINDS):
-        script += [f"mkdir -p {q(root / name)}", f"mount --rbind /{name} {q(root / name)}"]
-    for name in READ_ONLY_BINDS:
-        script.append(f"mount -o remount,bind,ro {q(root / name)}")
+        target = shlex.quote(str(root / name))
+        script += [f"mkdir -p {target}", f"mount --rbind /{name} {target}"]
+        if name in READ_ONLY_BINDS:
+            script.append(f"mount -o remount,bind,ro {target}")
     subprocess.run(["sh", "-c", "\n".join(script)], check=True)
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         host = Path("/") / name
@@ -845,10 +866,6 @@ def build_root(root: Path) -> None:
     (root / "system/bin").mkdir(parents=True, exist_ok=True)
     if not (root / "system/bin/sh").is_symlink():
         (root / "system/bin/sh").symlink_to("/bin/sh")
-
-
-def shlex_quote(path: Path | str) -> str:
-    return shlex.quote(str(path))
 
 
 def register_binfmt() -> None:
@@ -871,7 +888,8 @@ def serve(argv: list[str]) -> int:
     # from here on Python's own files are out of reach: every module used is imported at the top
     os.chroot(root)
     os.chdir("/")
-    device = Device(opts.get("--mode", "device"), opts.get("--features", FEATURES), opts["--token"], events)
+    mode, features = opts.get("--mode", "device"), opts.get("--features", FEATURES)
+    device = Device(mode, features, opts["--token"], events, int(opts.get("--port", "0")))
     threading.Thread(target=device.serve_forever, daemon=True).start()
     print(f"port {device.port}", flush=True)
     for line in sys.stdin:
@@ -895,6 +913,8 @@ class StandinDevice:
     /data/local/tmp as the host sees it. `base/events.jsonl` logs what the device was asked
     (`opened()`, `pushes()`), `base/server.log` is the server's stderr. Controls: `drop()`,
     `drop_after_output(marker)`, `set_mode(mode)`; `processes()` lists what still runs.
+    `features` is the banner's list: without shell_v2, adb falls back to `shell:` (v1).
+    `stop()` then `start()` is a reboot: same port and serial, files kept, processes gone.
     """
 
     def __init__(self, base: Path, mode: str = "device", features: str = FEATURES) -> None:
@@ -934,6 +954,7 @@ class StandinDevice:
         argv = ["unshare", "--user", "--map-root-user", "--mount", "--fork", "--kill-child"]
         argv += [sys.executable, "-I", "-S", str(Path(__file__).resolve()), "--root", str(self.fs), "--mode", self.mode]
         argv += ["--features", self.features, "--token", self.token, "--events", str(self.events_file)]
+        argv += ["--port", str(self.port)]  # 0 the first time; a restart keeps the port, so the serial
         with open(self.base / "server.log", "ab") as log:
             self.proc = subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, start_new_session=True
