@@ -43,6 +43,10 @@ TOOLCHAIN_SPEC = {
     # and the sysroot their paths are relative to (PKG_CONFIG_SYSROOT_DIR)
     "pkg_config_libdir": str,
     "sysroot": str,
+    # Android NDK: its clang for this target (API level included) when ndk_home or
+    # $ANDROID_NDK_HOME is set; PIE, dynamically linked against the phone's bionic
+    "ndk_target": str,
+    "ndk_home": str,
 }
 MEMORY_SPEC = {
     "flash": int,
@@ -82,6 +86,8 @@ class Toolchain:
     linker_script: Path | None = None
     pkg_config_libdir: str | None = None
     sysroot: str | None = None
+    ndk_target: str | None = None
+    ndk_home: str | None = None
 
 
 @dataclass(frozen=True)
@@ -245,6 +251,8 @@ def _build(name: str, path: Path, data: dict[str, Any]) -> Board:
         linker_script=Path(tc["linker_script"]) if tc.get("linker_script") else None,
         pkg_config_libdir=tc.get("pkg_config_libdir"),
         sysroot=tc.get("sysroot"),
+        ndk_target=tc.get("ndk_target"),
+        ndk_home=tc.get("ndk_home"),
     )
     return Board(
         name=name,

@@ -373,7 +373,7 @@ class Builder:
     ) -> Artifact:
         compiler = tc.cxx if cxx else tc.cc
         tail = [
-            *board.toolchain.ldflags,
+            *tc.ldflags,
             *flags.ldflags,
             *([f"-T{script}"] if script else []),
             *(f"-l{lib}" for lib in (*flags.libs, *board.toolchain.libs)),
@@ -400,7 +400,7 @@ class Builder:
             return [*deps, *inputs.named_files(tail, self.source_root)]
 
         def keep(deps: list[str]) -> tuple[list[str], set[str]]:
-            own = inputs.toolchain_library_dirs(compiler, tuple(board.toolchain.ldflags))
+            own = inputs.toolchain_library_dirs(compiler, tc.ldflags)
             user = [v for _, v in inputs.flag_values(tail, ("-L",))]
             mine = [str(self.store.base)]  # inputs already in the key by digest
             deps = [d for d in dict.fromkeys(deps) if not inputs.under(d, mine)]

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from .board import Board
 
@@ -25,19 +26,23 @@ class ToolchainError(Exception):
 
 @dataclass(frozen=True)
 class ResolvedToolchain:
-    kind: str  # "native", "gnu", "clang" or "zig"
+    kind: str  # "native", "ndk", "gnu", "clang" or "zig"
     cc: tuple[str, ...]
     cxx: tuple[str, ...]
     ar: tuple[str, ...]
     identity: str  # changes when the compiler does: part of every cache key
+    ldflags: tuple[str, ...] = ()  # the board's, as this compiler links them
 
     @property
     def description(self) -> str:
         return shlex.join(self.cc)
 
 
+NDK_ENV = ("ANDROID_NDK_HOME", "ANDROID_NDK_ROOT")
+
+
 def resolve(board: Board) -> ResolvedToolchain:
-    env = (*(os.environ.get(k) for k in ("CC", "CXX", "AR", "PATH")), zig_installed())
+    env = (*(os.environ.get(k) for k in ("CC", "CXX", "AR", "PATH", *NDK_ENV)), zig_installed())
     return _resolve(board.name, board.toolchain, env)
 
 
@@ -51,7 +56,7 @@ def _resolve(board_name: str, tc, env: tuple) -> ResolvedToolchain:
         tried.append(shlex.join(candidate[1]))
         if _available(candidate[1]):
             kind, cc, cxx, ar = candidate
-            return ResolvedToolchain(kind, cc, cxx, ar, _identity(cc))
+            return ResolvedToolchain(kind, cc, cxx, ar, _identity(cc), _ldflags(kind, tc.ldflags))
     install = []
     if tc.debian_package:
         install.append(f"apt-get install {tc.debian_package}")
@@ -70,6 +75,14 @@ def _candidates(tc):
         ar = tuple(shlex.split(os.environ.get("AR", "ar")))
         yield "native", cc, cxx, ar
         return
+    ndk = _ndk_bin(tc)
+    if ndk is not None:
+        yield (
+            "ndk",
+            (str(ndk / f"{tc.ndk_target}-clang"),),
+            (str(ndk / f"{tc.ndk_target}-clang++"),),
+            (str(ndk / "llvm-ar"),),
+        )
     if tc.gnu:
         yield "gnu", (f"{tc.gnu}-gcc",), (f"{tc.gnu}-g++",), (f"{tc.gnu}-ar",)
     if tc.clang_target:
@@ -79,6 +92,23 @@ def _candidates(tc):
     if tc.zig_target:
         zig = (sys.executable, "-m", "ziglang")
         yield "zig", (*zig, "cc", "-target", tc.zig_target), (*zig, "c++", "-target", tc.zig_target), (*zig, "ar")
+
+
+def _ndk_bin(tc) -> Path | None:
+    """The NDK's prebuilt LLVM bin dir, when the board builds with the NDK and one is set."""
+    home = tc.ndk_home or next((os.environ[k] for k in NDK_ENV if os.environ.get(k)), None)
+    if not tc.ndk_target or not home:
+        return None
+    return Path(os.path.expanduser(home)) / "toolchains" / "llvm" / "prebuilt" / "linux-x86_64" / "bin"
+
+
+def _ldflags(kind: str, board_ldflags: tuple[str, ...]) -> tuple[str, ...]:
+    """Android's loader runs position-independent executables only; the NDK links them
+    against the phone's own libc, so a board's `-static` (for the GNU or zig fallback,
+    which has no bionic) does not apply."""
+    if kind == "ndk":
+        return (*(f for f in board_ldflags if f != "-static"), "-pie")
+    return board_ldflags
 
 
 def _available(argv: tuple[str, ...]) -> bool:

@@ -1124,17 +1124,12 @@ class AdbServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def run(self, *args: str, timeout: float = 20, **kwargs) -> subprocess.CompletedProcess:
-        """`adb -P PORT args…` (stdin from /dev/null unless `input` is given), text output captured."""
-        kwargs.setdefault("stdin", None if "input" in kwargs else subprocess.DEVNULL)
-        return subprocess.run(
-            [self.adb_path, "-P", str(self.port), *args],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=self.env,
-            **kwargs,
-        )
+    def run(self, *args: str, **kwargs) -> subprocess.CompletedProcess:
+        """`adb -P PORT args…`: text output captured, stdin /dev/null, 20 s timeout, unless kwargs say otherwise."""
+        options = {"capture_output": True, "text": True, "timeout": 20, "env": self.env}
+        if "input" not in kwargs:
+            options["stdin"] = subprocess.DEVNULL
+        return subprocess.run([self.adb_path, "-P", str(self.port), *args], **{**options, **kwargs})
 
     def query(self, request: str) -> str:
         """One host request of the smart-socket protocol, answered with OKAY and a length-prefixed string."""
