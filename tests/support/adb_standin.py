@@ -777,6 +777,7 @@ class Device:
             except OSError:
                 return
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.log(connect=sock.getpeername()[1])
             conn = Connection(self, sock)
             with self.lock:
                 self.connections.add(conn)
@@ -1022,8 +1023,8 @@ class StandinDevice:
 
     # -- observation ---------------------------------------------------------------------
     def events(self) -> list[dict]:
-        """What the device did, in order: {"open": service}, {"send": path, "size", "mode"},
-        {"recv": path}, {"drop": connections}."""
+        """What the device did, in order: {"connect": the server's port} (a connection accepted),
+        {"open": service}, {"send": path, "size", "mode"}, {"recv": path}, {"drop": connections}."""
         return [json.loads(line) for line in self.events_file.read_text().splitlines() if line]
 
     def opened(self) -> list[str]:
