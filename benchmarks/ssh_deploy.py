@@ -93,8 +93,8 @@ def make_project(root: Path, count: int, sshd: Sshd) -> Path:
 
 
 NO_VERIFY = """
-from pytest_ondevice.transports.ssh import SshTransport
-SshTransport._verify = lambda self, sha256: True  # trust what the device holds: the cost of not doing so
+from pytest_ondevice.transports.device_cache import DeviceCache
+DeviceCache._verify = lambda self, sha256: True  # trust what the device holds: the cost of not doing so
 """
 
 
