@@ -17,6 +17,7 @@ import shlex
 import struct
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,7 @@ STATE_HINTS = {
 class AdbTransport(LinuxDevice):
     name = "adb"
     device_forms = ("adb:SERIAL", "adb:HOST:PORT")
-    trusted_uids = (AID_SYSTEM, AID_SHELL)
+    trusted_uids = (0, AID_SYSTEM, AID_SHELL)  # as owners or groups: Android's root group has no app in it
     options = {
         "serial": Option(str, help="the device's serial, or HOST:PORT for adb over TCP (--device=adb:... overrides)"),
         "adb_server": Option(
@@ -79,10 +80,7 @@ class AdbTransport(LinuxDevice):
 
     # -- connection --------------------------------------------------------------------
     def open(self) -> None:
-        try:
-            import adbutils
-        except ImportError:
-            raise InfrastructureError("the adb transport needs adbutils: pip install 'pytest-ondevice[adb]'") from None
+        adbutils = _adbutils()
         host, port = _server(self.options.get("adb_server"))
         timeout = float(self.options.get("connect_timeout", CONNECT_TIMEOUT))
         client = adbutils.AdbClient(host=host, port=port, socket_timeout=timeout)
@@ -344,7 +342,7 @@ class AdbFs:
 
     def put(self, local: str, remote: str) -> None:
         """adb sync push, then its size confirmed (a short write on a full disk is caught)."""
-        import adbutils
+        adbutils = _adbutils()
 
         size = os.path.getsize(local)
         try:
@@ -362,6 +360,18 @@ class _Attr:
     def __init__(self, filename: str, uid: int, gid: int, mode: int, size: int, mtime: int) -> None:
         self.filename, self.st_uid, self.st_gid, self.st_mode = filename, uid, gid, mode
         self.st_size, self.st_mtime = size, mtime
+
+
+def _adbutils() -> Any:
+    """adbutils, imported quietly: it pulls in requests, whose urllib3 warns about SOCKS
+    support nobody here asked for, in every user's test summary."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import adbutils
+    except ImportError:
+        raise InfrastructureError("the adb transport needs adbutils: pip install 'pytest-ondevice[adb]'") from None
+    return adbutils
 
 
 def _server(value: str | None) -> tuple[str, int]:
