@@ -14,7 +14,10 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
+import shutil
+import socket
 import struct
+import subprocess
 import threading
 import time
 import warnings
@@ -83,6 +86,7 @@ class AdbTransport(LinuxDevice):
         adbutils = _adbutils()
         host, port = _server(self.options.get("adb_server"))
         timeout = float(self.options.get("connect_timeout", CONNECT_TIMEOUT))
+        self._reach_server(host, port, timeout)
         client = adbutils.AdbClient(host=host, port=port, socket_timeout=timeout)
         try:
             if self.serial and ":" in self.serial:  # adb over TCP: attach it first (a no-op when attached)
@@ -98,14 +102,27 @@ class AdbTransport(LinuxDevice):
         except InfrastructureError:
             self.adb = None
             raise
-        except (adbutils.AdbError, OSError) as e:
+        except (adbutils.AdbError, OSError, EOFError) as e:
             self.adb = None
-            if self.serial is None or isinstance(e, ConnectionRefusedError):
-                raise InfrastructureError(
-                    f"no adb server on {host}:{port} ({e}); start one: adb start-server "
-                    "(Debian: apt-get install adb), or set adb_server / ondevice_adb_server"
-                ) from None
             raise ConnectionLost(f"{self.where}: {e}") from None
+
+    def _reach_server(self, host: str, port: int, timeout: float) -> None:
+        """The adb server must answer; the default one is started as `adb` itself would
+        (adbutils would start one on the default port whatever port was asked for)."""
+        for attempt in (1, 2):
+            try:
+                socket.create_connection((host, port), timeout=timeout).close()
+                return
+            except OSError as e:
+                adb = shutil.which("adb")
+                default = not self.options.get("adb_server") and not os.environ.get("ANDROID_ADB_SERVER_PORT")
+                if attempt == 1 and default and adb and host == "127.0.0.1":
+                    subprocess.run([adb, "start-server"], capture_output=True, timeout=30, check=False)
+                    continue
+                raise InfrastructureError(
+                    f"no adb server on {host}:{port} ({e.strerror or e}); start one: adb start-server "
+                    "(Debian: apt-get install adb), or point adb_server / ondevice_adb_server at yours"
+                ) from None
 
     def _listing(self, client: Any, timeout: float) -> list[Any]:
         """`adb devices`, once the asked-for device has settled: right after `adb connect` or a

@@ -1,0 +1,286 @@
+"""The ADB transport through the real adb server, against a stand-in device running real
+aarch64 binaries (tests/support/adb_standin.py says what it is and what it cannot show)."""
+
+from __future__ import annotations
+
+import sys
+import time
+import warnings
+
+import pytest
+from conftest import build_report
+from support.adb_standin import AdbServer, StandinDevice, standin_unavailable
+
+with warnings.catch_warnings():  # imported once here: pytester drops what an in-process run imported
+    warnings.simplefilter("ignore")
+    import adbutils  # noqa: F401
+
+REASON = standin_unavailable()
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(REASON is not None, reason=REASON or "")]
+
+CASES = """
+#include "micro_test.h"
+TF_LITE_MICRO_TESTS_BEGIN
+TF_LITE_MICRO_TEST(Passes) { TF_LITE_MICRO_EXPECT_EQ(2, 1 + 1); }
+TF_LITE_MICRO_TEST(Fails) {
+  int acc = 3;
+  TF_LITE_MICRO_EXPECT_EQ(acc, 4);
+}
+TF_LITE_MICRO_TEST(AlsoPasses) { TF_LITE_MICRO_EXPECT(1); }
+TF_LITE_MICRO_TESTS_END
+"""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with AdbServer(tmp_path_factory.mktemp("adb-home")) as running:
+        yield running
+
+
+@pytest.fixture
+def device(server, tmp_path):
+    dev = StandinDevice(tmp_path / "device").start()
+    server.connect(dev)
+    yield dev
+    server.disconnect(dev)
+    dev.stop()
+
+
+@pytest.fixture
+def phone(project, server, device):
+    """A project whose ini points the plugin at this test's adb server."""
+    project.pytester.makeini(
+        "\n".join(
+            [
+                "[pytest]",
+                f"ondevice_build_dir = {project.path / '_build'}",
+                f"ondevice_cache_dir = {project.path / '_cache'}",
+                f"ondevice_adb_server = 127.0.0.1:{server.port}",
+                "ondevice_boards = boards",
+            ]
+        )
+        + "\n"
+    )
+    project.device = device
+    project.server = server
+    return project
+
+
+def run(phone, *args, device: str | None = None):
+    return phone.run(f"--device=adb:{device or phone.device.serial}", *args, board="android-arm64")
+
+
+def left_running(device: StandinDevice, name: str) -> list:
+    return [p for p in device.processes() if name in " ".join(p.args)]
+
+
+def wait_until(check, timeout: float = 10.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: still not true after {timeout} s")
+        time.sleep(0.05)
+
+
+def test_examples_pass_per_case_and_a_rerun_pushes_nothing(phone):
+    phone.copy_examples()
+    first = run(phone, "examples", "-v")
+    first.assert_outcomes(passed=8)
+    first.stdout.fnmatch_lines(
+        ["*depthwise_conv_test.c::SimpleTestQuantized[[]android-arm64[]] PASSED*", "*2 pushed, 0 already on the*"]
+    )
+    pushed = phone.device.pushes()
+    assert len([p for p in pushed if "/bin/" in p]) == 2, pushed
+    again = run(phone, "examples")
+    again.assert_outcomes(passed=8)
+    again.stdout.fnmatch_lines(["*0 pushed, 2 already on the device*"])
+    assert phone.device.pushes() == pushed  # nothing sent the second time
+    assert build_report(again)["compiled"] == 0
+    # the cache is under /data/local/tmp, the session dirs are gone
+    cache = phone.device.host_path("/data/local/tmp/ondevice-shell")
+    assert len(list((cache / "bin").iterdir())) == 2
+    wait_until(lambda: not list((cache / "sessions").iterdir()), what="session dirs removed")
+
+
+def test_pass_and_fail_with_file_and_line(phone):
+    phone.write("cases_test.c", CASES)
+    result = run(phone, "-v")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*acc == 4 failed at cases_test.c:7 (3 vs 4)*"])
+
+
+def test_a_crash_names_its_signal(phone):
+    phone.write(
+        "crash_test.c",
+        """
+        #include "micro_test.h"
+        TF_LITE_MICRO_TESTS_BEGIN
+        TF_LITE_MICRO_TEST(Crashes) { volatile int *p = 0; *p = 1; }
+        TF_LITE_MICRO_TEST(After) { TF_LITE_MICRO_EXPECT(1); }
+        TF_LITE_MICRO_TESTS_END
+        """,
+    )
+    result = run(phone)
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*crashed: killed by SIGSEGV while this case was running*"])
+
+
+def test_a_hang_is_killed_with_its_children_and_nothing_is_left_on_the_device(phone):
+    """Closing a shell v2 stream SIGHUPs only the shell on adbd: the transport must kill the
+    group (and the forked child, which ignores SIGHUP) itself."""
+    phone.write(
+        "hang_test.c",
+        """
+        #include <signal.h>
+        #include <unistd.h>
+        #include "micro_test.h"
+        TF_LITE_MICRO_TESTS_BEGIN
+        TF_LITE_MICRO_TEST(Hangs) {
+          signal(SIGHUP, SIG_IGN);
+          if (fork() == 0) { setsid(); for (;;) sleep(1); }
+          for (;;) sleep(1);
+        }
+        TF_LITE_MICRO_TESTS_END
+        """,
+    )
+    start = time.monotonic()
+    result = run(phone, "--device-timeout=2")
+    assert time.monotonic() - start < 30
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*timed out after 2s while this case was running*"])
+    wait_until(lambda: not left_running(phone.device, "hang_test"), what="hang_test still runs on the device")
+
+
+def test_a_connection_dropped_mid_run_is_retried_once_on_a_fresh_connection(phone):
+    marker = "/data/local/tmp/first-attempt"
+    phone.write(
+        "slow_test.c",
+        f"""
+        #include <fcntl.h>
+        #include <unistd.h>
+        #include "micro_test.h"
+        TF_LITE_MICRO_TESTS_BEGIN
+        TF_LITE_MICRO_TEST(Slow) {{
+          if (access("{marker}", F_OK) != 0) {{  /* the first attempt: the link drops here */
+            close(open("{marker}", O_CREAT | O_WRONLY, 0644));
+            MicroPrintf("started");
+            sleep(60);
+          }}
+        }}
+        TF_LITE_MICRO_TESTS_END
+        """,
+    )
+    phone.device.drop_after_output(b"started")
+    result = run(phone, "--device-timeout=30")
+    result.assert_outcomes(passed=1)
+    assert phone.device.host_path(marker).exists()
+    assert any("drop" in e for e in phone.device.events())
+    wait_until(lambda: not left_running(phone.device, "slow_test"), what="the first attempt still runs")
+
+
+def test_a_device_that_stays_away_is_an_error_not_a_failure(phone):
+    phone.write(
+        "slow_test.c",
+        """
+        #include <unistd.h>
+        #include "micro_test.h"
+        TF_LITE_MICRO_TESTS_BEGIN
+        TF_LITE_MICRO_TEST(Slow) { MicroPrintf("started"); sleep(60); }
+        TF_LITE_MICRO_TEST(Other) { TF_LITE_MICRO_EXPECT(1); }
+        TF_LITE_MICRO_TESTS_END
+        """,
+    )
+    phone.device.set_mode("offline")  # the next handshake is never answered
+    phone.device.drop_after_output(b"started")
+    phone.write("boards/slow-phone.toml", 'extends = "android-arm64"\n[transport]\nconnect_timeout = 2.0\n')
+    start = time.monotonic()
+    result = phone.run(f"--device=adb:{phone.device.serial}", "--device-timeout=30", board="slow-phone")
+    assert time.monotonic() - start < 25
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(["*connection lost while the binary ran; then, reconnecting: *offline*"])
+
+
+def test_unauthorized_says_what_to_do_on_the_phone(phone, server, tmp_path):
+    locked = StandinDevice(tmp_path / "locked", mode="unauthorized").start()
+    try:
+        server.connect(locked)
+        phone.write("cases_test.c", CASES)
+        result = run(phone, device=locked.serial)
+        result.assert_outcomes(errors=3)
+        result.stdout.fnmatch_lines(["*is unauthorized: unlock the device and accept the 'Allow USB debugging?'*"])
+    finally:
+        server.disconnect(locked)
+        locked.stop()
+
+
+def test_two_devices_and_none_chosen_lists_them(phone, server, tmp_path):
+    second = StandinDevice(tmp_path / "second").start()
+    try:
+        server.connect(second)
+        phone.write("cases_test.c", CASES)
+        result = phone.run(board="android-arm64")
+        result.assert_outcomes(errors=3)
+        result.stdout.fnmatch_lines(
+            [f"*2 devices attached and none chosen: *{phone.device.serial} (device)*; pass --device=adb:SERIAL*"]
+        )
+        assert not second.pushes() and not phone.device.pushes()
+    finally:
+        server.disconnect(second)
+        second.stop()
+
+
+def test_the_only_device_is_used_without_naming_it(phone):
+    phone.write("cases_test.c", CASES)
+    phone.run(board="android-arm64").assert_outcomes(passed=2, failed=1)
+
+
+def test_host_port_is_attached_with_adb_connect(phone, server):
+    server.disconnect(phone.device)  # not attached: the transport runs `adb connect` itself
+    phone.write("cases_test.c", CASES)
+    run(phone).assert_outcomes(passed=2, failed=1)
+    assert server.devices().get(phone.device.serial) == "device"
+
+
+def test_a_device_not_attached_lists_the_ones_that_are(phone):
+    phone.write("cases_test.c", CASES)
+    result = run(phone, device="R58M123ABC")
+    result.assert_outcomes(errors=3)
+    result.stdout.fnmatch_lines([f"*adb: no device R58M123ABC attached (adb devices: {phone.device.serial} (device))*"])
+
+
+def test_no_adb_server_names_the_fix(phone):
+    phone.write("boards/nowhere.toml", 'extends = "android-arm64"\n[transport]\nadb_server = "127.0.0.1:1"\n')
+    phone.write("cases_test.c", CASES)
+    result = phone.run("--device=adb:R58M123ABC", board="nowhere")
+    result.assert_outcomes(errors=3)
+    result.stdout.fnmatch_lines(["*no adb server on 127.0.0.1:1*adb start-server*"])
+
+
+def test_data_files_are_pushed_beside_the_binary(phone):
+    from test_host_outcomes import DATA_TEST
+
+    phone.write("testdata/golden.txt", "71 -34 99 -20")
+    phone.write("ondevice.toml", 'data = ["testdata/golden.txt"]\n')
+    phone.write("golden_test.c", DATA_TEST)
+    phone.write("other/testdata/golden.txt", "1 2 3")
+    phone.write("other/ondevice.toml", 'data = ["testdata/golden.txt"]\n')
+    phone.write("other/other_golden_test.c", DATA_TEST.replace("71 -34 99 -20", "1 2 3"))
+    run(phone).assert_outcomes(passed=2)
+
+
+def test_a_tampered_cache_entry_is_pushed_again_not_run(phone):
+    phone.write("cases_test.c", CASES)
+    run(phone).assert_outcomes(passed=2, failed=1)
+    (entry,) = (phone.device.host_path("/data/local/tmp/ondevice-shell") / "bin").iterdir()
+    data = bytearray(entry.read_bytes())
+    data[-1] ^= 0xFF  # same size, other content
+    entry.write_bytes(bytes(data))
+    again = run(phone)
+    again.assert_outcomes(passed=2, failed=1)
+    again.stdout.fnmatch_lines(["*1 pushed, 0 already on the device*"])
+
+
+def test_boards_lists_the_adb_transport(phone):
+    result = phone.pytester.run(sys.executable, "-m", "pytest_ondevice.cli", "boards")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["android-arm64 *adb (ready (adbutils))*"])
