@@ -319,5 +319,7 @@ def test_every_transport_ini_option_is_registered_with_pytest():
 
     from pytest_ondevice.transports import declared_ini
 
-    eps = {ep.name: ep.value for ep in distribution("pytest-ondevice").entry_points if ep.group == "pytest_ondevice.ini"}
+    eps = {
+        ep.name: ep.value for ep in distribution("pytest-ondevice").entry_points if ep.group == "pytest_ondevice.ini"
+    }
     assert set(eps) == set(declared_ini())
