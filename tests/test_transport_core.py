@@ -1,0 +1,191 @@
+"""The transport core: third-party transports by entry point, a loader of one combined with
+the console of another from a board file alone, and the shared run loop."""
+
+from __future__ import annotations
+
+import textwrap
+import threading
+import time
+
+import pytest
+from pytest_ondevice.transports import InfrastructureError
+from pytest_ondevice.transports.runloop import ExitLine, drive
+
+# A "flasher" that only loads and starts a program (its output goes to a log file, as a
+# probe's target prints to a UART) and a "tailer" console that only reads that log: neither
+# can run a test alone, a board file combines them.
+THIRD_PARTY = """
+import subprocess, threading, time
+from pytest_ondevice.transports import Deployed, InfrastructureError, Option, RunEnd, Transport
+from pytest_ondevice.transports.runloop import ExitLine
+
+LOG = {"log": Option(str, help="where the target's output goes")}
+
+
+class Flasher(Transport):
+    name = "flasher"
+    options = LOG
+
+    def deploy(self, artifact, sha256, data=()):
+        return Deployed(str(artifact), sha256, pushed=True)
+
+    def start(self, deployed):
+        out = open(self.options["log"], "ab")
+        proc = subprocess.Popen([deployed.path], stdout=out, stderr=subprocess.STDOUT)
+
+        def finish():  # a bare-metal runtime prints its exit line: a UART has no exit status
+            code = proc.wait()
+            out.write(f"#ondevice exit {code}\\n".encode())
+            out.close()
+
+        threading.Thread(target=finish, daemon=True).start()
+
+    def run(self, deployed, args, timeout, on_bytes, start=None):
+        raise InfrastructureError("the flasher has no console")
+
+
+class Tailer(Transport):
+    name = "tailer"
+    options = LOG
+
+    def deploy(self, artifact, sha256, data=()):
+        raise InfrastructureError("the tailer cannot load a program")
+
+    def run(self, deployed, args, timeout, on_bytes, start=None):
+        open(self.options["log"], "wb").close()
+        start()
+        exit_line, deadline = ExitLine(), time.monotonic() + timeout
+        with open(self.options["log"], "rb") as log:
+            while time.monotonic() < deadline:
+                chunk = log.read()
+                if chunk:
+                    on_bytes(chunk)
+                    status = exit_line.feed(chunk)
+                    if status is not None:
+                        return RunEnd(exit_code=status)
+                time.sleep(0.01)
+        return RunEnd(timed_out=timeout)
+"""
+
+CASES = """
+#include "micro_test.h"
+TF_LITE_MICRO_TESTS_BEGIN
+TF_LITE_MICRO_TEST(Passes) { TF_LITE_MICRO_EXPECT_EQ(2, 1 + 1); }
+TF_LITE_MICRO_TEST(Fails) { TF_LITE_MICRO_EXPECT_EQ(3, 4); }
+TF_LITE_MICRO_TESTS_END
+"""
+
+
+@pytest.fixture
+def third_party(project, monkeypatch):
+    """Installs a package `thirdparty` with two transports registered by entry point."""
+    project.write("site/thirdparty.py", THIRD_PARTY)
+    info = project.path / "site" / "thirdparty-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: thirdparty\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(
+        textwrap.dedent(
+            """
+            [pytest_ondevice.transports]
+            flasher = thirdparty:Flasher
+            tailer = thirdparty:Tailer
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(project.path / "site"))
+    from pytest_ondevice import transports
+
+    monkeypatch.setattr(transports, "_loaded", {})
+    return project
+
+
+def test_a_board_file_combines_one_transports_loader_with_anothers_console(third_party):
+    log = third_party.path / "uart.log"
+    third_party.write(
+        "boards/combo.toml",
+        f'extends = "host"\n[transport]\nname = "flasher"\nconsole = "tailer"\nlog = "{log}"\n',
+    )
+    third_party.write("cases_test.c", CASES)
+    result = third_party.run("-v", board="combo")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*3 == 4 failed at cases_test.c:5*"])
+
+
+def test_a_third_party_transport_is_listed_and_its_options_checked(third_party):
+    from pytest_ondevice.board import BoardRegistry
+    from pytest_ondevice.schema import ConfigError
+
+    third_party.write("boards/typo.toml", 'extends = "host"\n[transport]\nname = "flasher"\nlgo = "x"\n')
+    with pytest.raises(ConfigError, match=r"typo.toml: unknown key 'transport.lgo' \(did you mean 'transport.log'"):
+        BoardRegistry([third_party.path / "boards"]).get("typo")
+    from pytest_ondevice import transports
+
+    assert {"flasher", "tailer", "ssh", "adb"} <= set(transports.known())
+
+
+class FakeStream:
+    """A program that prints, exits with `code` after `exit_after` s, closing its output
+    `eof_after` s after that (a grandchild holding the pipe: never)."""
+
+    def __init__(self, chunks, exit_after, code=0, eof_after=0.0):
+        self.chunks, self.start, self.code = list(chunks), time.monotonic(), code
+        self.exit_after, self.eof_after, self.killed = exit_after, eof_after, False
+
+    def _exited(self):
+        return self.killed or time.monotonic() - self.start >= self.exit_after
+
+    def read(self, wait):
+        if self.chunks:
+            return self.chunks.pop(0)
+        if self.killed or (self._exited() and time.monotonic() - self.start >= self.exit_after + self.eof_after):
+            return b""
+        time.sleep(min(wait, 0.01))
+        return None
+
+    def poll(self):
+        from pytest_ondevice.transports import RunEnd
+
+        if self.killed:
+            return RunEnd(signal="SIGKILL")
+        return RunEnd(exit_code=self.code) if self._exited() else None
+
+    def wait(self, seconds):
+        time.sleep(min(seconds, 0.01))
+
+    def kill(self):
+        self.killed = True
+
+
+def test_drive_streams_output_and_returns_the_exit():
+    out = []
+    end = drive(FakeStream([b"a", b"b"], exit_after=0.05, code=3), 5, out.append)
+    assert out == [b"a", b"b"] and end.exit_code == 3 and end.timed_out is None
+
+
+def test_drive_kills_at_the_deadline():
+    stream = FakeStream([], exit_after=60)
+    end = drive(stream, 0.2, lambda b: None)
+    assert end.timed_out == 0.2 and stream.killed
+
+
+def test_drive_does_not_wait_for_a_grandchild_holding_the_output():
+    stream = FakeStream([], exit_after=0.0, code=0, eof_after=3600)
+    start = time.monotonic()
+    end = drive(stream, 30, lambda b: None)
+    assert end.exit_code == 0 and time.monotonic() - start < 3 and stream.killed
+
+
+def test_drive_ends_the_program_when_the_session_stops():
+    stop = threading.Event()
+    stream = FakeStream([], exit_after=60)
+    threading.Timer(0.1, stop.set).start()
+    with pytest.raises(InfrastructureError, match="the session ended"):
+        drive(stream, 30, lambda b: None, stop)
+    assert stream.killed
+
+
+def test_exit_line_across_chunk_borders():
+    line = ExitLine()
+    assert line.feed(b"Testing A\n#ondevice ex") is None
+    assert line.feed(b"it 7") is None  # not until its line ends
+    assert line.feed(b"\r\n") == 7
