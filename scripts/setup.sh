@@ -14,6 +14,7 @@ APT_PACKAGES=(
   gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross
   gcc-arm-linux-gnueabihf g++-arm-linux-gnueabihf libc6-dev-armhf-cross
   openssh-server openssh-client         # the SSH transport's tests run a real sshd
+  adb                                   # the ADB transport's tests run the real adb server
   pkgconf                               # pkg_config in ondevice.toml, per board
 )
 
