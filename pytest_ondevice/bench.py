@@ -1,10 +1,10 @@
 """Latency records: `#ondevice bench ...` lines, turned into figures a user compares.
 
 The device prints raw counts of its cycle source (`unit=systick|dwt|ns`); what they mean
-comes from the board file, never from the device: SysTick under QEMU's `-icount shift=N`
-counts virtual time, so ticks become instructions (ticks x 1e9 / (clock_hz x 2^N));
-SysTick or DWT on silicon count CPU cycles at `clock_hz`; so does SysTick under Renode, whose
-clock is virtual time, so its figures repeat exactly, as under QEMU.
+comes from the board and the clock its transport declares (transports.contract.Clock),
+never from the device: on a virtual clock with a known time per instruction, SysTick
+ticks become instructions (ticks x 1e9 / (clock_hz x ns per instruction)); otherwise
+SysTick or DWT count CPU cycles at `clock_hz`. Figures on a virtual clock repeat exactly.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ class Measured:
     work: int
     work_unit: str
     us: float | None  # the median in microseconds, when the unit allows it
-    deterministic: bool  # on a virtual clock (QEMU -icount, Renode): equal figures every run
+    deterministic: bool  # on a virtual clock: equal figures every run
     raw: BenchRecord
 
     def as_dict(self) -> dict:

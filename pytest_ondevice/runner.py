@@ -287,7 +287,7 @@ class OnDeviceSession:
 
     def table_for(self, board: Board) -> tuple[dict, str | None]:
         """The board's [transport], or its [emulator] when the emulator's transport claims
-        --device (`--device=qemu`), with the device meant for it."""
+        --device, with the device meant for it."""
         device = self.settings.device
         if device is None:
             return board.transport, None

@@ -189,3 +189,19 @@ def test_exit_line_across_chunk_borders():
     assert line.feed(b"Testing A\n#ondevice ex") is None
     assert line.feed(b"it 7") is None  # not until its line ends
     assert line.feed(b"\r\n") == 7
+
+
+def test_the_core_names_no_transport():
+    """A new transport touches only its own module: the core may not know any by name."""
+    import re
+    from pathlib import Path
+
+    import pytest_ondevice
+    from pytest_ondevice import transports
+
+    core = Path(pytest_ondevice.__file__).resolve().parent
+    names = {n for n in transports.known() if n != "local"} | {"qemu", "sftp", "paramiko", "adbutils"}
+    for module in ("plugin.py", "runner.py", "bench.py", "active.py", "items.py"):
+        text = (core / module).read_text()
+        found = [n for n in names if re.search(rf"\b{re.escape(n)}\b", text, re.IGNORECASE)]
+        assert not found, f"{module} names {found}"
