@@ -32,7 +32,7 @@ from pytest_ondevice.schema import SECONDS
 from . import Option, Transport
 from .contract import Clock, Deployed, InfrastructureError, OnBytes, RunEnd
 from .renode_monitor import MonitorError, MonitorGone, RenodeMonitor
-from .runloop import ExitLine
+from .runloop import ExitLine, drive
 
 DEFAULT_PLATFORM = "platforms/cpus/stm32f103.repl"
 SEMIHOSTING_UART = "sysbus.cpu.uartSemihosting"
@@ -91,6 +91,8 @@ class RenodeTransport(Transport):
         self.monitor: RenodeMonitor | None = None
         self.terminal: socket.socket | None = None
         self.machine = f"ondevice-{os.getpid()}"
+        self._virtual = 0.0  # seconds of virtual time a binary may run
+        self._limit = 0  # the instruction count where that ends (0: not bounded)
 
     # -- session -----------------------------------------------------------------
     def open(self) -> None:
@@ -165,6 +167,16 @@ class RenodeTransport(Transport):
         # Renode reads the ELF itself: a remote Renode needs the build dir at the same path
         return Deployed(str(artifact.resolve()), sha256, pushed=None)
 
+    def start(self, deployed: Deployed) -> None:
+        """Load and start one binary on a machine reset to its power-on state."""
+        self._command("pause")
+        self._drain()  # what the previous binary printed after its exit line
+        self._command("machine Reset")  # peripherals and CPU: nothing carries over
+        self._command(f"sysbus LoadELF @{deployed.path}")
+        budget = self._instruction_budget(self._virtual)
+        self._limit = (self._executed() + budget) if budget else 0
+        self._command("start")
+
     def run(
         self,
         deployed: Deployed,
@@ -174,22 +186,14 @@ class RenodeTransport(Transport):
         start: Callable[[], None] | None = None,
     ) -> RunEnd:
         assert self.monitor is not None and self.terminal is not None
-        start = time.monotonic()
+        self._virtual = float(self.options.get("virtual_timeout", timeout))
         try:
-            self._command("pause")
-            self._drain()  # what the previous binary printed after its exit line
-            self._command("machine Reset")  # peripherals and CPU: nothing carries over
-            self._command(f"sysbus LoadELF @{deployed.path}")
-            virtual = float(self.options.get("virtual_timeout", timeout))
-            budget = self._instruction_budget(virtual)
-            base = self._executed() if budget else 0
-            self._command("start")
-            end = self._read_until_exit(timeout, on_bytes, virtual, budget and base + budget)
-            if end.exit_code is None:
-                self._command("pause")  # a hang: frozen until the next binary resets the machine
+            (start or (lambda: self.start(deployed)))()
+            end = drive(_Terminal(self, self._virtual), timeout, on_bytes, self.stop)
+            if end.exit_code is None and end.timed_out is not None and end.clock:
+                self._command("pause")  # out of virtual time: frozen until the next binary resets it
         except MonitorError as e:
             raise InfrastructureError(f"{e}") from None
-        end.duration = time.monotonic() - start
         return end
 
     def _instruction_budget(self, seconds: float) -> int:
@@ -203,47 +207,6 @@ class RenodeTransport(Transport):
         if number is None:
             raise InfrastructureError(f"Renode's answer to ExecutedInstructions is not a number: {answer!r}")
         return int(number.group(0), 0)
-
-    def _read_until_exit(
-        self, timeout: float, on_bytes: OnBytes, virtual_timeout: float, instruction_limit: int
-    ) -> RunEnd:
-        """Output until the exit line; the wall clock and (polled) virtual time both bound it."""
-        assert self.terminal is not None
-        end = RunEnd()
-        deadline = time.monotonic() + timeout
-        next_poll = time.monotonic() + VIRTUAL_POLL
-        exit_line = ExitLine()
-        self.terminal.setblocking(False)
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                end.timed_out = timeout
-                return end
-            if self.stop.is_set():
-                raise InfrastructureError("run stopped: the session ended")
-            ready, _, _ = select.select([self.terminal], [], [], min(0.1, remaining))
-            if not ready:
-                self._check_alive()
-                if instruction_limit and time.monotonic() >= next_poll:
-                    next_poll = time.monotonic() + VIRTUAL_POLL
-                    if self._executed() >= instruction_limit:
-                        end.timed_out = virtual_timeout
-                        end.clock = "virtual time"
-                        return end
-                continue
-            try:
-                data = self.terminal.recv(65536)
-            except BlockingIOError:
-                continue
-            except OSError as e:
-                raise InfrastructureError(f"Renode's output stopped: {e}") from None
-            if not data:
-                raise InfrastructureError(f"Renode closed its output mid-run{self._died()}")
-            on_bytes(data)
-            status = exit_line.feed(data)
-            if status is not None:
-                end.exit_code = status
-                return end
 
     def _command(self, line: str) -> str:
         assert self.monitor is not None
@@ -308,6 +271,55 @@ class RenodeTransport(Transport):
                 os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
         self.proc = None
+
+
+class _Terminal:
+    """Renode's socket terminal, for the shared run loop: the end is the runtime's exit line
+    (Renode reports no exit status), or the virtual-time budget, polled while it is silent."""
+
+    def __init__(self, transport: RenodeTransport, virtual_timeout: float) -> None:
+        self.t, self.sock, self.virtual_timeout = transport, transport.terminal, virtual_timeout
+        self.exit_line = ExitLine()
+        self.status: int | None = None
+        self.out_of_time = False
+        self.next_poll = time.monotonic() + VIRTUAL_POLL
+        self.sock.setblocking(False)
+
+    def read(self, wait: float) -> bytes | None:
+        if self.status is not None or self.out_of_time:
+            return b""  # the program has ended: what it prints later is the next run's to drain
+        ready, _, _ = select.select([self.sock], [], [], wait)
+        if not ready:
+            self.t._check_alive()
+            if self.t._limit and time.monotonic() >= self.next_poll:
+                self.next_poll = time.monotonic() + VIRTUAL_POLL
+                self.out_of_time = self.t._executed() >= self.t._limit
+            return None
+        try:
+            data = self.sock.recv(65536)
+        except BlockingIOError:
+            return None
+        except OSError as e:
+            raise InfrastructureError(f"Renode's output stopped: {e}") from None
+        if not data:
+            raise InfrastructureError(f"Renode closed its output mid-run{self.t._died()}")
+        self.status = self.exit_line.feed(data)
+        return data
+
+    def poll(self) -> RunEnd | None:
+        if self.status is not None:
+            return RunEnd(exit_code=self.status)
+        if self.out_of_time:
+            return RunEnd(timed_out=self.virtual_timeout, clock="virtual time")
+        return None
+
+    def wait(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def kill(self) -> None:
+        """A hang: frozen until the next binary resets the machine."""
+        with contextlib.suppress(InfrastructureError):
+            self.t._command("pause")
 
 
 def _renode_path(path: str, board: Any) -> str:
