@@ -88,24 +88,24 @@ def _runs_tests_here(config: pytest.Config) -> bool:
     return not is_controller
 
 
-def _transport_options(config: pytest.Config) -> dict:
-    """The project's ini values for transport options, by ini name (set ones only)."""
-    from .transports import declared_ini
+def _transport_options(config: pytest.Config):
+    """The project's ini value for a transport option, as its declaration reads it (None:
+    not set). Asked only for the transports a board uses: loading all of them costs ~40 ms."""
 
-    options: dict = {}
-    for ini, option in declared_ini().items():
+    def value(name: str, kind: str):
         try:
-            value = config.getini(ini)
+            raw = config.getini(name)
         except ValueError:  # a third-party transport's ini key that pytest was not told of
-            continue
-        if value in ("", None):
-            continue
-        if option.ini_kind == "path":
-            value = str(config.rootpath / value)
-        elif option.ini_kind == "bool":
-            value = str(value).strip().lower() in ("1", "true", "yes", "on")
-        options[ini] = value
-    return options
+            return None
+        if raw in ("", None):
+            return None
+        if kind == "path":
+            return str(config.rootpath / raw)
+        if kind == "bool":
+            return str(raw).strip().lower() in ("1", "true", "yes", "on")
+        return raw
+
+    return value
 
 
 def _live_writer(config: pytest.Config):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -65,7 +65,8 @@ class Settings:
     build_only: bool = False
     defines: tuple[str, ...] = ()  # for every compile this session
     retries: int = 1  # extra attempts after a dropped connection
-    transport_options: dict = field(default_factory=dict)  # session-wide (ini) transport settings
+    # the project's ini value of a transport option: (ini name, its kind) -> value or None
+    transport_options: Callable[[str, str], Any] = lambda name, kind: None
     cache_dir: Path | None = None  # the shared build cache (default: per user)
     test_patterns: tuple[str, ...] = TEST_PATTERNS  # collected sources: never in a library
     cache_max_size: int | None = None  # trimmed to this at session end

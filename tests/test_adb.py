@@ -284,3 +284,37 @@ def test_boards_lists_the_adb_transport(phone):
     result = phone.pytester.run(sys.executable, "-m", "pytest_ondevice.cli", "boards")
     assert result.ret == 0
     result.stdout.fnmatch_lines(["android-arm64 *adb (ready (adbutils))*"])
+
+
+@pytest.fixture
+def old_phone(phone, server, tmp_path):
+    """A device without shell protocol v2 (Android before 7): no exit packet, one output stream."""
+    old = StandinDevice(tmp_path / "old", features="cmd").start()
+    server.connect(old)
+    yield old
+    server.disconnect(old)
+    old.stop()
+
+
+def test_a_device_without_shell_v2_gives_the_exit_status_by_a_marker_line(phone, old_phone):
+    phone.write("cases_test.c", CASES)
+    phone.write(
+        "crash_test.c",
+        """
+        #include "micro_test.h"
+        TF_LITE_MICRO_TESTS_BEGIN
+        TF_LITE_MICRO_TEST(Crashes) { volatile int *p = 0; *p = 1; }
+        TF_LITE_MICRO_TESTS_END
+        """,
+    )
+    result = run(phone, "-v", device=old_phone.serial)
+    result.assert_outcomes(passed=2, failed=2)
+    result.stdout.fnmatch_lines_random(
+        ["*acc == 4 failed at cases_test.c:7 (3 vs 4)*", "*crashed: killed by SIGSEGV while this case was running*"]
+    )
+    assert not any(s.startswith("shell,v2") for s in old_phone.opened())
+    log = (phone.path / "_build/android-arm64/logs/cases_test.c.log").read_text()
+    assert "#ondevice-status" not in log  # the marker is the transport's, not the test's output
+    again = run(phone, device=old_phone.serial)
+    again.assert_outcomes(passed=2, failed=2)
+    again.stdout.fnmatch_lines(["*0 pushed, 2 already on the device*"])

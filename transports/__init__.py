@@ -230,13 +230,16 @@ def accepted(table: dict[str, Any]) -> dict[str, Option]:
     return out
 
 
-def create(board: Any, table: dict[str, Any], device: str | None, ini: dict[str, Any]) -> Transport:
-    """A ready-to-open transport for a board table; `ini` holds the project's ini values."""
+def create(
+    board: Any, table: dict[str, Any], device: str | None, ini: Callable[[str, str], Any] = lambda n, k: None
+) -> Transport:
+    """A ready-to-open transport for a board table; `ini(name, kind)` reads the project's ini."""
     loader_cls, console_cls = parts(table)
     own = {k: v for k, v in table.items() if k not in ("name", "loader", "console")}
 
     def make(cls: type[Transport]) -> Transport:
-        from_ini = {o_key: ini[o.ini] for o_key, o in cls.options.items() if o.ini and ini.get(o.ini) is not None}
+        values = {key: ini(o.ini, o.ini_kind) for key, o in cls.options.items() if o.ini}
+        from_ini = {key: v for key, v in values.items() if v is not None}
         return cls(board, device, {**from_ini, **own})
 
     if loader_cls is console_cls:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import secrets
 import shlex
 import shutil
 import socket
@@ -79,6 +81,7 @@ class AdbTransport(LinuxDevice):
         self.serial = device[len("adb:") :] if device else self.options.get("serial")
         self.where = f"adb:{self.serial}" if self.serial else "adb"
         self.adb: Any = None
+        self.v2 = True  # the device offers shell protocol v2 (asked at open)
         self._reopen_lock = threading.Lock()
 
     # -- connection --------------------------------------------------------------------
@@ -96,6 +99,8 @@ class AdbTransport(LinuxDevice):
             self.serial = self._choose(self._listing(client, timeout))
             self.where = f"adb:{self.serial}"
             self.adb = client.device(self.serial)
+            with self.adb.open_transport("features") as conn:
+                self.v2 = "shell_v2" in conn.read_string_block().split(",")
             self._start_keeper()
             uid, home = self.keeper_hello
             self._start_session(AdbFs(self), uid, home, "shell")
@@ -170,15 +175,24 @@ class AdbTransport(LinuxDevice):
         self.keeper_hello = hello
         channel.settimeout(float(self.options.get("push_timeout", PUSH_TIMEOUT)))
 
-    def _shell(self, command: str) -> ShellV2:
-        """A `shell,v2:` stream: separate stdout/stderr, a stdin, and the exit status."""
+    def _shell(self, command: str, marker: bytes | None = None) -> ShellV2:
+        """A `shell,v2:` stream (separate stdout/stderr, a stdin, the exit status), or on a
+        device without shell_v2 (Android before 7) a `shell:` stream on a raw pty."""
+        service = f"shell,v2,raw:{command}" if self.v2 else f"shell:{command}"
         try:
             conn = self.adb.open_transport(timeout=float(self.options.get("connect_timeout", CONNECT_TIMEOUT)))
-            conn.send_command(f"shell,v2,raw:{command}")
+            conn.send_command(service)
             conn.check_okay()
         except Exception as e:
             raise ConnectionLost(f"{self.where}: cannot open a shell: {e}") from None
-        return ShellV2(conn, self.where)
+        return ShellV2(conn, self.where) if self.v2 else ShellV1(conn, self.where, marker)
+
+    def _invoke(self, command: str) -> str:
+        if self.v2:
+            return super()._invoke(command)
+        # no exit packet: the shell prints the status after the binary, on a line of its own
+        # with a nonce the binary cannot know (ShellV1 takes it out of the output)
+        return f"{command}; printf '\\n#ondevice-status-{secrets.token_hex(8)} %d\\n' $?"
 
     def _fs(self, role: str) -> device_cache.DeviceFs:
         return AdbFs(self)
@@ -186,7 +200,8 @@ class AdbTransport(LinuxDevice):
     def _start_run(self, command: str) -> RunStream:
         if self.adb is None:
             raise ConnectionLost(f"{self.where}: not connected")
-        return self._shell(command)
+        marker = re.search(r"#ondevice-status-[0-9a-f]{16}", command) if not self.v2 else None
+        return self._shell(command, marker.group(0).encode() if marker else None)
 
     def _push_failed(self, error: Exception, artifact: Path) -> InfrastructureError:
         if self.adb is not None and self._alive():
@@ -299,6 +314,60 @@ class ShellV2(RunStream):
             elif kind == EXIT and body:
                 self._status = body[0]
         return True
+
+
+class ShellV1(ShellV2):
+    """`shell:CMD` on a raw pty: one output stream, no exit packet, no closing of stdin alone.
+
+    As a run's stream, the exit status is the marker line the command prints last; it is
+    taken out of the output (held back while it may still be arriving). As the keeper's
+    channel, `break` ends the keeper's loop, which then cleans up as at end of input."""
+
+    def __init__(self, conn: Any, where: str, marker: bytes | None) -> None:
+        super().__init__(conn, where)
+        self.marker = marker
+        self._held = b""
+        self._all = bytearray()  # for the pre-flight checks' lines (no stderr of their own)
+
+    def sendall(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def shutdown_write(self) -> None:
+        self.sock.sendall(b"break\n")
+
+    def _pump(self, wait: float | None) -> bool:
+        self.sock.settimeout(wait)
+        try:
+            chunk = self.sock.recv(65536)
+        except TimeoutError:
+            return False
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self._closed = True
+            if self._held:
+                self._out += self._held
+                self._held = b""
+            return True
+        if self.marker is None:
+            self._out += chunk
+            return True
+        data = self._held + chunk
+        found = re.search(rb"\n?" + re.escape(self.marker) + rb" (\d+)\r?\n", data)
+        if found:
+            self._status = int(found.group(1))
+            data = data[: found.start()]
+            self._held = b""
+        else:  # keep back what may be the start of the marker line
+            keep = len(self.marker) + 8
+            data, self._held = data[:-keep], data[-keep:]
+        self._out += data
+        if len(self._all) < 65536:
+            self._all += data
+        return True
+
+    def errors(self) -> bytes:
+        return bytes(self._all)
 
 
 class AdbFs:

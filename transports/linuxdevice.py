@@ -165,7 +165,12 @@ class LinuxDevice(Transport):
         if wrapper:
             checks.append(f"PATH={self.path_env} command -v {q(wrapper[0])} >/dev/null 2>&1 || {_pre('wrapper', 127)}")
         words = " ".join(q(w) for w in [*wrapper, deployed.path, *args])
-        return "; ".join(checks) + f"; exec {env} {words} </dev/null 2>&1"
+        return "; ".join(checks) + "; " + self._invoke(f"{env} {words} </dev/null 2>&1")
+
+    def _invoke(self, command: str) -> str:
+        """How the binary is started once the checks passed: exec'd, so that the exit status
+        the console reports is the binary's own (a console without one overrides this)."""
+        return f"exec {command}"
 
     def _check_preflight(self, err: bytes, deployed: Deployed) -> None:
         """The checks before the exec report on stderr; each names what to fix."""
