@@ -1,6 +1,6 @@
 """Deploy-and-run of 30 aarch64 test binaries on a loopback "Pi", three ways, in one run.
 
-    python benchmarks/ssh_deploy.py [--binaries 30] [--repeats 3]
+    python benchmarks/ssh_deploy.py [--binaries 30] [--repeats 3] [--against OTHER_VENV/bin/python]
 
 (a) what users do today: `scp` then `ssh` per binary (OpenSSH processes);
 (b) an ideal hand-written paramiko script: one connection (TCP_NODELAY), push all, exec each;
@@ -114,6 +114,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--binaries", type=int, default=30)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--against",
+        metavar="PYTHON",
+        help="also time (c) with this interpreter (another checkout's venv, e.g. before a change), interleaved",
+    )
     args = parser.parse_args()
     if os.geteuid() != 0 or not enable_binfmt():
         raise SystemExit("needs root and binfmt_misc (see tests/support/sshd.py)")
@@ -140,7 +145,8 @@ def main() -> int:
         (root / "noverify").mkdir()
         (root / "noverify" / "ondevice_noverify.py").write_text(NO_VERIFY)
         serial_cmd = [a if a != "--board=rpi" else "--board=rpi-serial" for a in pytest_cmd]
-        for cmd in (pytest_cmd, serial_cmd):  # the build cache is warm from here on
+        against_cmd = [args.against, *pytest_cmd[1:]] if args.against else None
+        for cmd in (pytest_cmd, serial_cmd, *([against_cmd] if against_cmd else [])):  # the build cache is warm
             timed([*cmd, "--build-only"], project)
         bins = sorted(str(p) for p in (project / "_build" / "rpi" / "bin").rglob("*_test*") if p.is_file())
         assert len(bins) == args.binaries, bins
@@ -165,6 +171,10 @@ def main() -> int:
             shutil.rmtree(device_cache, ignore_errors=True)
             return timed(pytest_cmd, project)
 
+        def against_fresh_device() -> float:
+            shutil.rmtree(device_cache, ignore_errors=True)
+            return timed(against_cmd, project)
+
         def ours_one_at_a_time() -> float:
             shutil.rmtree(device_cache, ignore_errors=True)
             return timed(serial_cmd, project)
@@ -183,16 +193,18 @@ def main() -> int:
             timed([*serial_cmd, "--build-only"], project)  # (c1) of the next round starts warm
             return elapsed
 
-        figures: dict[str, list[float]] = {name: [] for name in ("a", "b", "c", "c1", "warm", "warm0", "cold")}
+        figures: dict[str, list[float]] = {name: [] for name in ("a", "b", "c", "c1", "warm", "warm0", "cold", "x")}
         for _ in range(args.repeats):  # interleaved, so drifts in machine load hit all alike
             figures["a"].append(scp_ssh())
             figures["b"].append(ideal())
             figures["c"].append(ours_fresh_device())
+            if against_cmd:
+                figures["x"].append(against_fresh_device())
             figures["c1"].append(ours_one_at_a_time())
             figures["warm"].append(ours_warm())
             figures["warm0"].append(ours_warm_unverified())
             figures["cold"].append(ours_cold())
-        med = {k: statistics.median(v) for k, v in figures.items()}
+        med = {k: statistics.median(v) for k, v in figures.items() if v}
         if os.environ.get("BENCH_VERBOSE"):
             print({k: [round(x, 2) for x in v] for k, v in figures.items()})
         print(f"{args.binaries} aarch64 test binaries, loopback sshd, median of {args.repeats} runs (seconds)")
@@ -208,6 +220,8 @@ def main() -> int:
         print(f"  (c1) / (b)  = {med['c1'] / med['b']:.2f}   (one binary at a time, like (b))")
         print(f"  (a) / (c)   = {med['a'] / med['c']:.1f}    (target >= 12)")
         print(f"  warm / cold = {med['warm'] / med['cold']:.2f}   (target <= 0.25)")
+        if against_cmd:
+            print(f"  (c) with {args.against}: {med['x']:.2f} s; (c) / that = {med['c'] / med['x']:.2f}")
         cost = med["warm"] - med["warm0"]
         print(
             f"  sha256 verification of {args.binaries} cached binaries: {cost:+.3f} s "
