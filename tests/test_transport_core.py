@@ -96,6 +96,7 @@ def third_party(project, monkeypatch):
     from pytest_ondevice import transports
 
     monkeypatch.setattr(transports, "_loaded", {})
+    monkeypatch.setattr(transports, "_registered", None)  # scanned again: the new package is seen
     return project
 
 

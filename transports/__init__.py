@@ -192,8 +192,19 @@ class Combined(Transport):
 _loaded: dict[str, type[Transport]] = {}
 
 
+_registered: dict[str, Any] | None = None
+
+
+def _entry_points() -> dict[str, Any]:
+    """Name -> entry point, from one scan of the installed distributions (~5 ms each)."""
+    global _registered
+    if _registered is None:
+        _registered = {ep.name: ep for ep in entry_points(group=GROUP)}
+    return _registered
+
+
 def known() -> list[str]:
-    return sorted({ep.name for ep in entry_points(group=GROUP)})
+    return sorted(_entry_points())
 
 
 def load(name: str) -> type[Transport]:
@@ -201,7 +212,8 @@ def load(name: str) -> type[Transport]:
     cls = _loaded.get(name)
     if cls is not None:
         return cls
-    for ep in entry_points(group=GROUP, name=name):
+    ep = _entry_points().get(name)
+    if ep is not None:
         try:
             cls = ep.load()
         except Exception as e:  # a broken third-party package: say which
