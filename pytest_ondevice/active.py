@@ -49,6 +49,7 @@ def activate(config: pytest.Config) -> None:
         log_max=log_max,
         jobs=config.getoption("build_jobs") or os.cpu_count() or 2,
         device=config.getoption("device"),
+        console=config.getoption("console"),
         cli_timeout=config.getoption("device_timeout"),
         ini_timeout=float(ini_timeout) if ini_timeout else None,
         build_only=config.getoption("build_only"),

@@ -36,6 +36,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="where the board lives, overriding its board file (host alias, serial, ...)",
     )
     group.addoption(
+        "--console",
+        default=None,
+        metavar="KIND:WHERE",
+        help="read the output through this console, with the board's loader (e.g. uart:/dev/ttyUSB0@115200)",
+    )
+    group.addoption(
         "--device-timeout",
         type=_seconds_option,
         default=None,

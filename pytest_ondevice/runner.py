@@ -60,6 +60,7 @@ class Settings:
     build_root: Path
     jobs: int
     device: str | None = None
+    console: str | None = None  # --console: another transport's console for the board's loader
     cli_timeout: float | None = None
     ini_timeout: float | None = None
     build_only: bool = False
@@ -279,7 +280,7 @@ class OnDeviceSession:
 
     def _open_transport(self, board: Board) -> Transport:
         table, device = self.table_for(board)
-        transport = transports.create(board, table, device, self.settings.transport_options)
+        transport = transports.create(board, table, device, self.settings.transport_options, self.settings.console)
         if self.stopping.is_set():
             transport.stop.set()
         transport.open()

@@ -121,6 +121,12 @@ class Transport(ABC):
         """Make the deployed program begin, for a console that only listens (a UART)."""
         raise InfrastructureError(f"the {self.name} transport cannot start a program for another console")
 
+    def attach_console(self, console: Transport) -> None:  # noqa: B027 - optional hook
+        """Told which console will read the program (a loader may have to route output there)."""
+
+    def stop_program(self) -> None:  # noqa: B027 - optional hook
+        """End what start() started (after the console's run, however it ended)."""
+
     # -- console ---------------------------------------------------------------------
     @abstractmethod
     def run(
@@ -154,6 +160,7 @@ class Combined(Transport):
         self.name = f"{loader.name}+{console.name}"
         self.stop = loader.stop
         console.stop = loader.stop
+        loader.attach_console(console)
 
     def open(self) -> None:
         self.loader.open()
@@ -177,7 +184,10 @@ class Combined(Transport):
         on_bytes: OnBytes,
         start: Callable[[], None] | None = None,
     ) -> RunEnd:
-        return self.console.run(deployed, args, timeout, on_bytes, start or (lambda: self.loader.start(deployed)))
+        try:
+            return self.console.run(deployed, args, timeout, on_bytes, start or (lambda: self.loader.start(deployed)))
+        finally:
+            self.loader.stop_program()
 
     def reopen(self) -> None:
         self.loader.reopen()
@@ -243,20 +253,30 @@ def accepted(table: dict[str, Any]) -> dict[str, Option]:
 
 
 def create(
-    board: Any, table: dict[str, Any], device: str | None, ini: Callable[[str, str], Any] = lambda n, k: None
+    board: Any,
+    table: dict[str, Any],
+    device: str | None,
+    ini: Callable[[str, str], Any] = lambda n, k: None,
+    console: str | None = None,
 ) -> Transport:
-    """A ready-to-open transport for a board table; `ini(name, kind)` reads the project's ini."""
+    """A ready-to-open transport for a board table; `ini(name, kind)` reads the project's
+    ini; `console` ("uart:/dev/ttyUSB0@115200", from --console) replaces the table's console."""
     loader_cls, console_cls = parts(table)
     own = {k: v for k, v in table.items() if k not in ("name", "loader", "console")}
 
-    def make(cls: type[Transport]) -> Transport:
+    def make(cls: type[Transport], where: str | None) -> Transport:
         values = {key: ini(o.ini, o.ini_kind) for key, o in cls.options.items() if o.ini}
         from_ini = {key: v for key, v in values.items() if v is not None}
-        return cls(board, device, {**from_ini, **own})
+        return cls(board, where, {**from_ini, **{k: v for k, v in own.items() if k in cls.options or k in COMMON}})
 
+    if console:
+        chosen = load(console.split(":", 1)[0])
+        if not chosen.claims(console):
+            raise InfrastructureError(f"--console={console}: expected {' or '.join(chosen.device_forms)}")
+        return Combined(make(loader_cls, device), make(chosen, console))
     if loader_cls is console_cls:
-        return make(loader_cls)
-    return Combined(make(loader_cls), make(console_cls))
+        return make(loader_cls, device)
+    return Combined(make(loader_cls, device), make(console_cls, device))
 
 
 def clock_of(table: dict[str, Any]) -> Clock | None:

@@ -8,13 +8,14 @@ explicitly with the cross sysroot rather than relying on binfmt_misc.
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from . import Option, Transport
-from ._proc import RunDirs, run_streaming
+from ._proc import ProcessStream, RunDirs, run_streaming
 from .contract import Clock, Deployed, InfrastructureError, OnBytes, RunEnd
 
 INSTALL_HINT = "install QEMU: apt-get install qemu-system-arm qemu-user (or run scripts/setup.sh)"
@@ -90,6 +91,34 @@ class QemuSystemTransport(_LocalFileTransport):
         if o.get("icount_shift") is not None:
             argv += ["-icount", f"shift={int(o['icount_shift'])}"]
         return [*argv, *o.get("extra_args", []), "-kernel", image]
+
+    # -- as a loader for another console (a UART read through pyserial) ------------------
+    def attach_console(self, console: Transport) -> None:
+        """QEMU serves its first UART where that console reads it: a TCP socket."""
+        url = str(getattr(console, "url", "") or "")
+        found = re.fullmatch(r"socket://([^:/]+):(\d+)/?", url)
+        if not found:
+            raise InfrastructureError(
+                f"QEMU can serve its UART to a console only on a TCP socket: --console=uart:socket://127.0.0.1:PORT "
+                f"(not {url or 'this console'})"
+            )
+        self._uart = f"tcp:{found.group(1)}:{found.group(2)},server=on,wait=on"
+
+    def start(self, deployed: Deployed) -> None:
+        """QEMU in the background, waiting for the console to connect before the CPU starts."""
+        argv = self.argv(deployed.path)
+        at = argv.index("-serial")
+        argv[at : at + 2] = ["-serial", self._uart]
+        argv = [
+            a if not a.startswith("stdio") else a.replace("stdio,mux=on", "null").replace("stdio", "null") for a in argv
+        ]
+        self._proc = ProcessStream(argv, None, None)
+
+    def stop_program(self) -> None:
+        proc = getattr(self, "_proc", None)
+        if proc is not None:
+            proc.close()
+            self._proc = None
 
     def run(
         self,

@@ -1,0 +1,204 @@
+"""The `uart` console: a target's serial output through pyserial, paired with any loader.
+
+A UART has no exit status and no end: the runtime's `#ondevice exit N` line ends a run
+(runloop.ExitLine). The port is opened before the loader starts the program, so nothing
+the target prints at boot is lost; a peer that serves the port itself (QEMU's UART on a
+TCP socket) is connected to once the loader has started it. Bytes before our first line
+(a bootloader's banner, line noise at reset) are kept in the log but put on a line of
+their own, so the parser sees our first line whole.
+
+pyserial's `socket://` discards the bytes of a read in progress when the peer closes,
+so a read never asks for more than the port already holds.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from . import Option, Transport
+from .contract import Deployed, InfrastructureError, OnBytes, RunEnd
+from .runloop import ExitLine, drive
+
+OPEN_TIMEOUT = 10.0
+# where our output starts: our header's first line, or a TFLM harness's own
+FIRST_LINE = re.compile(rb"#ondevice |Testing |\[==========\]|\[ RUN ")
+
+
+class UartTransport(Transport):
+    name = "uart"
+    device_forms = ("uart:URL[@BAUD]",)
+    options = {
+        "url": Option(str, help="the port: /dev/ttyUSB0, socket://HOST:PORT, rfc2217://HOST:PORT (any pyserial URL)"),
+        "baudrate": Option(int, 115200, "bits per second"),
+        "bytesize": Option(int, 8, "data bits"),
+        "parity": Option(("N", "E", "O", "M", "S"), "N", "parity"),
+        "stopbits": Option(float, 1, "stop bits"),
+        "open_timeout": Option(float, OPEN_TIMEOUT, "seconds to wait for the port (a socket peer still starting)"),
+    }
+
+    @classmethod
+    def claims(cls, device: str) -> bool:
+        return device.startswith("uart:")
+
+    @classmethod
+    def status(cls, options: dict[str, Any]) -> str:
+        try:
+            import serial  # noqa: F401
+        except ImportError:
+            return "missing: pip install 'pytest-ondevice[uart]'"
+        return "ready (pyserial)"
+
+    def __init__(self, board: Any, device: str | None, options: dict[str, Any]) -> None:
+        super().__init__(board, device, options)
+        if device:  # uart:URL[@BAUD]
+            url, _, baud = device.removeprefix("uart:").rpartition("@")
+            if not url or not baud.isdigit():
+                url, baud = device.removeprefix("uart:"), ""
+            self.options["url"] = url
+            if baud:
+                self.options["baudrate"] = int(baud)
+        self.url = self.options.get("url")
+
+    def open(self) -> None:
+        if not self.url:
+            raise InfrastructureError(
+                f"board {self.board.name} has no UART: set url in its [transport] or pass --console=uart:URL@BAUD"
+            )
+        try:
+            import serial  # noqa: F401
+        except ImportError:
+            raise InfrastructureError("the uart console needs pyserial: pip install 'pytest-ondevice[uart]'") from None
+
+    @property
+    def serves_itself(self) -> bool:
+        """A socket URL: the peer may be what the loader starts (QEMU serving its UART)."""
+        return self.url.startswith("socket://")
+
+    def deploy(self, artifact: Path, sha256: str, data: Sequence[Path] = ()) -> Deployed:
+        raise InfrastructureError('the uart transport is a console only: name a loader (e.g. name = "swd")')
+
+    def run(
+        self,
+        deployed: Deployed,
+        args: list[str],
+        timeout: float,
+        on_bytes: OnBytes,
+        start: Callable[[], None] | None = None,
+    ) -> RunEnd:
+        if start is None:
+            raise InfrastructureError("the uart console cannot start a program: name a loader in [transport]")
+        port = None
+        if not self.serves_itself:
+            port = self._open(deadline=time.monotonic() + float(self.options["open_timeout"]))
+        start()  # reset or launch the target now that the port listens
+        if port is None:
+            port = self._open(deadline=time.monotonic() + float(self.options["open_timeout"]))
+        resync = _Resync(on_bytes)
+        try:
+            return drive(_SerialStream(port, self.url), timeout, resync, self.stop)
+        finally:
+            resync.flush()
+            port.close()
+
+    def _open(self, deadline: float) -> Any:
+        import serial
+
+        while True:
+            try:
+                return serial.serial_for_url(
+                    self.url,
+                    baudrate=int(self.options["baudrate"]),
+                    bytesize=int(self.options["bytesize"]),
+                    parity=self.options["parity"],
+                    stopbits=self.options["stopbits"],
+                    timeout=0.1,
+                )
+            except (serial.SerialException, OSError, ValueError) as e:
+                if time.monotonic() >= deadline:
+                    raise InfrastructureError(
+                        f"cannot open the UART {self.url}: {e}; check the port (ls /dev/serial/by-id/), that no "
+                        "other program holds it, and that this account may open it (group dialout)"
+                    ) from None
+                time.sleep(0.05)
+
+
+class _SerialStream:
+    """A serial port for the shared run loop; the end is the exit line, or the peer closing."""
+
+    def __init__(self, port: Any, url: str) -> None:
+        self.port, self.url = port, url
+        self.exit_line = ExitLine()
+        self.status: int | None = None
+        self.closed = False
+
+    def read(self, wait: float) -> bytes | None:
+        if self.status is not None:
+            return b""  # ended: what the target prints next is not this run's
+        if self.closed:
+            return b""
+        import serial
+
+        self.port.timeout = max(wait, 0.001)
+        data = b""
+        try:
+            data = self.port.read(1)  # never more than is there: see the module docstring
+            while data and self.port.in_waiting:
+                self.port.timeout = 0
+                more = self.port.read(self.port.in_waiting)
+                if not more:
+                    break
+                data += more
+        except serial.SerialException:
+            self.closed = True  # the peer closed (socket://): what was read so far is kept
+        if not data:
+            return b"" if self.closed else None
+        self.status = self.exit_line.feed(data)
+        return data
+
+    def poll(self) -> RunEnd | None:
+        if self.status is not None:
+            return RunEnd(exit_code=self.status)
+        if self.closed:
+            raise InfrastructureError(f"the UART {self.url} closed before the program's exit line")
+        return None
+
+    def wait(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def kill(self) -> None:
+        """The loader stops the target (Combined.run); the port itself has nothing to kill."""
+
+
+class _Resync:
+    """Passes output on; before our first line, noise is put on a line of its own."""
+
+    def __init__(self, on_bytes: OnBytes) -> None:
+        self.on_bytes = on_bytes
+        self.synced = False
+        self.pending = b""
+
+    def __call__(self, data: bytes) -> None:
+        if self.synced:
+            self.on_bytes(data)
+            return
+        self.pending += data
+        found = FIRST_LINE.search(self.pending)
+        if found is None:
+            if len(self.pending) > 4096:  # no harness output at all: pass it on as it is
+                self.synced = True
+                self.on_bytes(self.pending)
+            return
+        self.synced = True
+        noise, rest = self.pending[: found.start()], self.pending[found.start() :]
+        if noise and not noise.endswith(b"\n"):
+            noise += b"\n"
+        self.on_bytes(noise + rest)
+
+    def flush(self) -> None:
+        if not self.synced and self.pending:
+            self.on_bytes(self.pending)
+        self.synced, self.pending = True, b""
