@@ -8,7 +8,8 @@ TCP socket) is connected to once the loader has started it. Bytes before our fir
 their own, so the parser sees our first line whole.
 
 pyserial's `socket://` discards the bytes of a read in progress when the peer closes,
-so a read never asks for more than the port already holds.
+so a read never asks for more than the port already holds; and its open() discards what
+arrived while it connected, which a socket peer that starts on connect has already sent.
 """
 
 from __future__ import annotations
@@ -109,14 +110,21 @@ class UartTransport(Transport):
 
         while True:
             try:
-                return serial.serial_for_url(
+                port = serial.serial_for_url(
                     self.url,
                     baudrate=int(self.options["baudrate"]),
                     bytesize=int(self.options["bytesize"]),
                     parity=self.options["parity"],
                     stopbits=self.options["stopbits"],
                     timeout=0.1,
+                    do_not_open=True,
                 )
+                if self.serves_itself:
+                    # pyserial's socket open() throws away what arrived while it connected; a
+                    # peer that starts the target on connect (QEMU, wait=on) would lose its first bytes
+                    port.reset_input_buffer = lambda: None
+                port.open()
+                return port
             except (serial.SerialException, OSError, ValueError) as e:
                 if time.monotonic() >= deadline:
                     raise InfrastructureError(
