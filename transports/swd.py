@@ -88,13 +88,23 @@ class SwdTransport(Transport):
         else:
             probe = probes[0]
         self.where = f"probe {probe.unique_id}"
-        options: dict[str, Any] = {"connect_mode": "halt", "resume_on_disconnect": False}
+        options: dict[str, Any] = {
+            "connect_mode": "halt",
+            "resume_on_disconnect": False,
+            "hide_programming_progress": True,
+        }
         if self.options.get("frequency"):
             options["frequency"] = int(self.options["frequency"])
         try:
             session = Session(probe, target_override=self.options["target"], options=options)
             session.open()
         except Exception as e:  # pyOCD raises its own errors, and USB ones
+            if "not recognized" in str(e):
+                target = self.options["target"]
+                raise InfrastructureError(
+                    f"pyOCD does not know the target type {target!r}: install its CMSIS pack (pyocd pack install "
+                    f"{target}), or set a built-in one in the board's [transport] target (pyocd list --targets)"
+                ) from None
             raise InfrastructureError(
                 f"{self.where}: cannot connect to the {self.options['target']} target: {e}; check the wiring and "
                 "power, the target type (pyocd list --targets), and that no other program (a debugger) uses the probe"
@@ -107,6 +117,12 @@ class SwdTransport(Transport):
         from pyocd.core.memory_map import FlashRegion, RamRegion
 
         target, memory = self.session.target, self.board.memory
+        if self.options.get("flash_is_ram"):  # no flash algorithm may run: writes go straight in
+            for region in [r for r in target.memory_map if r.is_flash]:
+                target.memory_map.remove_region(region)
+                target.memory_map.add_region(
+                    RamRegion(start=region.start, length=region.length, is_boot_memory=region.is_boot_memory)
+                )
         if not target.memory_map.is_empty:
             return
         flash_cls = RamRegion if self.options.get("flash_is_ram") else FlashRegion
@@ -168,12 +184,18 @@ class SwdTransport(Transport):
         from pyocd.debug.semihost import SemihostAgent
 
         target = self.session.target
-        agent = SemihostAgent(target, console=_Output())
+        agent = SemihostAgent(target.get_target_context(), console=_Output())
         stream = _Semihosting(self, agent)
-        (start or (lambda: self.start(deployed)))()
-        end = drive(stream, timeout, on_bytes, self.stop, kill=lambda: on_bytes(self._halt_and_say()))
-        with contextlib.suppress(Exception):
-            target.halt()
+        try:
+            (start or (lambda: self.start(deployed)))()
+            end = drive(stream, timeout, on_bytes, self.stop, kill=lambda: on_bytes(self._halt_and_say()))
+        except InfrastructureError:
+            raise
+        except Exception as e:  # pyOCD's errors: the probe or the link to the core failed
+            raise InfrastructureError(f"{self.where}: the probe failed mid-run: {type(e).__name__}: {e}") from None
+        finally:
+            with contextlib.suppress(Exception):
+                target.halt()
         return end
 
     def _halt_and_say(self) -> bytes:

@@ -1,0 +1,124 @@
+"""The SWD transport through pyOCD's real session, loader and semihosting agent, against a
+stand-in probe on QEMU's gdbstub (tests/support/qemugdb_probe.py says what it is and what it
+cannot show: no SWD wire, no flash algorithm)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+pyocd = pytest.importorskip("pyocd")
+
+from support.qemugdb_probe import QemuBoard, register_with_pyocd  # noqa: E402
+from test_boards_qemu import FAULTS, HANG  # noqa: E402
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("qemu-system-arm") is None, reason="needs qemu-system-arm"),
+]
+register_with_pyocd()  # before any session: pyOCD reads its probe plugins once
+
+# The Blue Pill board as the stand-in can take it: QEMU's stm32vldiscovery has 8 KiB of RAM,
+# no flash controller (its flash is written like RAM) and no DWT (SysTick counts instead).
+STANDIN_BOARD = """
+extends = "bluepill-swd"
+[memory]
+ram = 8192
+[transport]
+target = "cortex_m"
+flash_is_ram = true
+"""
+
+CASES = """
+#include "micro_test.h"
+TF_LITE_MICRO_TESTS_BEGIN
+TF_LITE_MICRO_TEST(Passes) { TF_LITE_MICRO_EXPECT_EQ(2, 1 + 1); }
+TF_LITE_MICRO_TEST(Fails) {
+  int acc = 3;
+  TF_LITE_MICRO_EXPECT_EQ(acc, 4);
+}
+TF_LITE_MICRO_TESTS_END
+"""
+
+
+@pytest.fixture
+def chip(project, monkeypatch):
+    with QemuBoard("stm32vldiscovery") as board:
+        monkeypatch.setenv("ONDEVICE_QEMUGDB_PROBES", board.probe_address)
+        project.write("boards/bluepill-swd-qemu.toml", STANDIN_BOARD)
+        project.board = board
+        yield project
+
+
+def run(chip, *args):
+    return chip.run(*args, board="bluepill-swd-qemu")
+
+
+def test_examples_pass_per_case_through_pyocd(chip):
+    chip.copy_examples()
+    result = run(chip, "examples", "-v")
+    result.assert_outcomes(passed=8)
+    result.stdout.fnmatch_lines(["*depthwise_conv_test.c::SimpleTestQuantized[[]bluepill-swd-qemu[]] PASSED*"])
+
+
+def test_pass_and_fail_with_file_and_line(chip):
+    chip.write("cases_test.c", CASES)
+    result = run(chip, "-v")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*acc == 4 failed at cases_test.c:7 (3 vs 4)*"])
+
+
+def test_an_unchanged_image_is_not_flashed_again(chip):
+    chip.write("cases_test.c", CASES)
+    run(chip).stdout.fnmatch_lines(["*1 pushed, 0 already on the device*"])
+    run(chip).stdout.fnmatch_lines(["*0 pushed, 1 already on the device*"])
+    chip.write(
+        "cases_test.c", CASES.replace("TF_LITE_MICRO_TESTS_END", "TF_LITE_MICRO_TEST(New) {}\nTF_LITE_MICRO_TESTS_END")
+    )
+    run(chip).stdout.fnmatch_lines(["*1 pushed, 0 already on the device*"])
+
+
+def test_a_fault_is_named_with_its_pc(chip):
+    chip.write("fault_test.c", FAULTS)
+    result = run(chip)
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(["*BusFault*pc=0x*"])
+
+
+def test_a_hang_is_halted_at_the_timeout_and_its_pc_named(chip):
+    chip.write("hang_test.c", HANG)
+    result = run(chip, "--device-timeout=2")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*timed out after 2s while this case was running*"])
+    log = (chip.path / "_build/bluepill-swd-qemu/logs/hang_test.c.log").read_text()
+    assert "#ondevice halted at pc=0x" in log
+
+
+def test_no_probe_is_an_error_saying_what_to_plug_in(chip, monkeypatch):
+    monkeypatch.setenv("ONDEVICE_QEMUGDB_PROBES", "")
+    chip.write("cases_test.c", CASES)
+    result = run(chip)
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(["*no debug probe attached*"])
+
+
+def test_two_probes_and_none_chosen_lists_them_and_an_id_picks_one(chip, monkeypatch):
+    with QemuBoard("stm32vldiscovery") as second:
+        monkeypatch.setenv("ONDEVICE_QEMUGDB_PROBES", f"{chip.board.probe_address},{second.probe_address}")
+        chip.write("cases_test.c", CASES)
+        result = run(chip)
+        result.assert_outcomes(errors=2)
+        result.stdout.fnmatch_lines(
+            [f"*2 probes attached and none chosen: *{second.unique_id}*; pass --device=probe:ID*"]
+        )
+        chosen = run(chip, f"--device=probe:{second.unique_id}")
+        chosen.assert_outcomes(passed=1, failed=1)
+
+
+def test_an_unknown_target_type_names_the_pack_to_install(chip):
+    chip.write("boards/packless.toml", 'extends = "bluepill-swd-qemu"\n[transport]\ntarget = "stm32f103c8"\n')
+    chip.write("cases_test.c", CASES)
+    result = chip.run(board="packless")
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(["*pyocd pack install stm32f103c8*"])
