@@ -84,6 +84,12 @@ def measure(record: BenchRecord, board: Board, clock: Clock) -> Measured:
     """clock: what the figures counted where they ran (the board's, or its emulator's)."""
     scale, unit, us_per_unit = 1.0, "cycles", None
     hz = board.clock_hz
+    if record.max == 0 and record.work:
+        raise BenchRecordError(
+            f"{record.name}: the cycle counter never advanced (every repeat took 0 {record.unit}): this core "
+            "has no running counter of that kind (DWT CYCCNT disabled or absent, as under QEMU); build "
+            "without -DONDEVICE_CYCLES_DWT to count SysTick"
+        )
     if record.unit == "ns":
         unit, us_per_unit = "ns", 1e-3
     elif record.unit == "systick" and clock.instruction_ns:

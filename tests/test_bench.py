@@ -237,3 +237,16 @@ def test_the_two_layer_model_matches_its_generator_and_fits_the_board(project, b
 
 def _clock(board):
     return board.clock_for(board.transport)
+
+
+def test_a_counter_that_never_advanced_is_an_error_not_zero_cycles(tmp_path):
+    """DWT CYCCNT reads 0 where it is absent or off (QEMU): "0 cycles" for a GEMM is a lie."""
+    from pytest_ondevice.bench import BenchRecordError
+
+    (tmp_path / "chip.toml").write_text('extends = "bluepill"\n[transport]\nname = "local"\n')
+    board = BoardRegistry([tmp_path]).get("chip")
+    dead = parse_record(
+        LINE.replace("unit=systick", "unit=dwt").replace("min=100 median=102 max=110", "min=0 median=0 max=0")
+    )
+    with pytest.raises(BenchRecordError, match="the cycle counter never advanced.*without -DONDEVICE_CYCLES_DWT"):
+        measure(dead, board, _clock(board))
