@@ -77,14 +77,15 @@ class QemuSystemTransport(_LocalFileTransport):
         if "machine" not in self.options:
             raise InfrastructureError(f"{self.board.path}: missing key 'transport.machine'")
 
-    def argv(self, image: str) -> list[str]:
+    def argv(self, image: str, chardev: str = "stdio") -> list[str]:
+        """chardev: where the output goes (QEMU's stdout, or a socket a console reads)."""
         o = self.options
         argv = [self.qemu, "-M", o["machine"], "-display", "none", "-monitor", "none", "-nodefaults"]
         if "cpu" in o:
             argv += ["-cpu", o["cpu"]]
-        if o.get("output", "semihosting") == "uart":
+        if o.get("output", "semihosting") == "uart" or chardev != "stdio":
             # the first UART and semihosting (for the exit status) share one stream
-            argv += ["-chardev", "stdio,mux=on,id=out0", "-serial", "chardev:out0"]
+            argv += ["-chardev", f"{chardev},mux=on,id=out0", "-serial", "chardev:out0"]
         else:
             argv += ["-chardev", "stdio,id=out0", "-serial", "null"]
         argv += ["-semihosting-config", "enable=on,target=native,chardev=out0"]
@@ -102,17 +103,12 @@ class QemuSystemTransport(_LocalFileTransport):
                 f"QEMU can serve its UART to a console only on a TCP socket: --console=uart:socket://127.0.0.1:PORT "
                 f"(not {url or 'this console'})"
             )
-        self._uart = f"tcp:{found.group(1)}:{found.group(2)},server=on,wait=on"
+        self._chardev = f"socket,host={found.group(1)},port={found.group(2)},server=on,wait=on"
 
     def start(self, deployed: Deployed) -> None:
-        """QEMU in the background, waiting for the console to connect before the CPU starts."""
-        argv = self.argv(deployed.path)
-        at = argv.index("-serial")
-        argv[at : at + 2] = ["-serial", self._uart]
-        argv = [
-            a if not a.startswith("stdio") else a.replace("stdio,mux=on", "null").replace("stdio", "null") for a in argv
-        ]
-        self._proc = ProcessStream(argv, None, None)
+        """QEMU in the background, waiting for the console to connect before the CPU starts;
+        its first UART and semihosting output both go there (a board may print either way)."""
+        self._proc = ProcessStream(self.argv(deployed.path, self._chardev), None, None)
 
     def stop_program(self) -> None:
         proc = getattr(self, "_proc", None)
