@@ -248,5 +248,5 @@ def test_a_counter_that_never_advanced_is_an_error_not_zero_cycles(tmp_path):
     dead = parse_record(
         LINE.replace("unit=systick", "unit=dwt").replace("min=100 median=102 max=110", "min=0 median=0 max=0")
     )
-    with pytest.raises(BenchRecordError, match="the cycle counter never advanced.*without -DONDEVICE_CYCLES_DWT"):
+    with pytest.raises(BenchRecordError, match=r"the cycle counter never advanced.*without -DONDEVICE_CYCLES_DWT"):
         measure(dead, board, _clock(board))

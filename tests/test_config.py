@@ -245,9 +245,9 @@ def test_transport_keys_are_checked_against_the_transport_in_effect(tmp_path):
     write(tmp_path / "local-pi.toml", 'extends = "rpi"\n[transport]\nname = "local"\n')
     assert BoardRegistry([tmp_path]).get("local-pi").transport_name == "local"
     # a transport this version does not have: the file, and the transports there are
-    write(tmp_path / "swd2.toml", 'extends = "bluepill"\n[transport]\nname = "swd"\nprobe = "x"\n')
-    with pytest.raises(ConfigError, match=r"swd2.toml: 'transport': unknown transport 'swd'.*known transports: adb,"):
-        BoardRegistry([tmp_path]).get("swd2")
+    write(tmp_path / "jtag.toml", 'extends = "bluepill"\n[transport]\nname = "jtag"\nprobe = "x"\n')
+    with pytest.raises(ConfigError, match=r"jtag.toml: 'transport': unknown transport 'jtag'.*known transports: adb,"):
+        BoardRegistry([tmp_path]).get("jtag")
 
 
 def test_transport_option_types_are_checked_at_load(tmp_path):

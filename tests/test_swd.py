@@ -28,6 +28,7 @@ ram = 8192
 [transport]
 target = "cortex_m"
 flash_is_ram = true
+reset_delay = 0.0
 """
 
 CASES = """

@@ -36,7 +36,7 @@ class SwdTransport(Transport):
         "flash_is_ram": Option(
             bool, False, "declare the flash a RAM region (an emulated core without a flash controller)"
         ),
-        "connect_timeout": Option(float, 10.0, "seconds to reach the probe and the core"),
+        "reset_delay": Option(float, help="seconds to wait after a reset (pyOCD's reset.post_delay, 0.1 by default)"),
     }
 
     @classmethod
@@ -93,6 +93,8 @@ class SwdTransport(Transport):
             "resume_on_disconnect": False,
             "hide_programming_progress": True,
         }
+        if self.options.get("reset_delay") is not None:
+            options["reset.post_delay"] = float(self.options["reset_delay"])
         if self.options.get("frequency"):
             options["frequency"] = int(self.options["frequency"])
         try:
