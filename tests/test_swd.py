@@ -123,3 +123,34 @@ def test_an_unknown_target_type_names_the_pack_to_install(chip):
     result = chip.run(board="packless")
     result.assert_outcomes(errors=2)
     result.stdout.fnmatch_lines(["*pyocd pack install stm32f103c8*"])
+
+
+RTT_BOARD = """
+extends = "bluepill-swd-qemu"
+[toolchain]
+runtime = [
+  "RUNTIME/vectors.c", "RUNTIME/startup.c", "RUNTIME/fault.c", "RUNTIME/semihosting.c",
+  "RUNTIME/syscalls.c", "RUNTIME/cycles.c", "RUNTIME/rtt.c",
+]
+[transport]
+output = "rtt"
+"""
+
+
+def test_output_through_rtt_is_read_while_the_core_runs(chip):
+    from test_boards_qemu import RUNTIME
+
+    chip.write("boards/bluepill-swd-rtt.toml", RTT_BOARD.replace("RUNTIME", str(RUNTIME)))
+    chip.copy_examples()
+    result = chip.run("examples", "-v", board="bluepill-swd-rtt")
+    result.assert_outcomes(passed=8)
+    binary = next((chip.path / "_build" / "bluepill-swd-rtt" / "bin").rglob("fully_connected_test.cc.elf"))
+    assert b"_SEGGER_RTT" in binary.read_bytes()
+
+
+def test_rtt_output_without_the_rtt_runtime_names_the_fix(chip):
+    chip.write("boards/no-rtt.toml", 'extends = "bluepill-swd-qemu"\n[transport]\noutput = "rtt"\n')
+    chip.write("cases_test.c", CASES)
+    result = chip.run(board="no-rtt")
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(["*has no RTT control block (_SEGGER_RTT)*add runtime/cortex-m/rtt.c*"])

@@ -36,6 +36,7 @@ class SwdTransport(Transport):
         "flash_is_ram": Option(
             bool, False, "declare the flash a RAM region (an emulated core without a flash controller)"
         ),
+        "output": Option(("semihosting", "rtt"), "semihosting", "how the program's output comes back"),
         "reset_delay": Option(float, help="seconds to wait after a reset (pyOCD's reset.post_delay, 0.1 by default)"),
     }
 
@@ -187,7 +188,16 @@ class SwdTransport(Transport):
 
         target = self.session.target
         agent = SemihostAgent(target.get_target_context(), console=_Output())
-        stream = _Semihosting(self, agent)
+        rtt = None
+        if self.options["output"] == "rtt":
+            address = _symbol(Path(deployed.path), "_SEGGER_RTT")
+            if address is None:
+                raise InfrastructureError(
+                    f"{Path(deployed.path).name} has no RTT control block (_SEGGER_RTT), but the board's output "
+                    "is rtt: add runtime/cortex-m/rtt.c to its toolchain.runtime"
+                )
+            rtt = _Rtt(target, address)
+        stream = _Semihosting(self, agent, rtt)
         try:
             (start or (lambda: self.start(deployed)))()
             end = drive(stream, timeout, on_bytes, self.stop, kill=lambda: on_bytes(self._halt_and_say()))
@@ -230,6 +240,44 @@ def _segments(elf: Path) -> list[tuple[int, bytes]]:
             for seg in ELFFile(f).iter_segments()
             if seg["p_type"] == "PT_LOAD" and seg["p_filesz"] > 0
         ]
+
+
+class _Rtt:
+    """SEGGER RTT's up-buffer 0, read while the core runs (runtime/cortex-m/rtt.c writes it)."""
+
+    UP0 = 24  # offset of up-buffer 0 in the control block: id[16], max_up, max_down
+
+    def __init__(self, target: Any, address: int) -> None:
+        self.target, self.cb = target, address
+        self.buffer = 0
+        self.size = 0
+
+    def drain(self) -> bytes:
+        """What the target wrote since the last call; the read offset is moved on."""
+        target = self.target
+        if not self.size:  # not set up yet: the id is written last
+            if bytes(target.read_memory_block8(self.cb, 10)) != b"SEGGER RTT":
+                return b""
+            _, self.buffer, self.size, _, _, _ = target.read_memory_block32(self.cb + self.UP0, 6)
+        wr, rd = target.read_memory_block32(self.cb + self.UP0 + 12, 2)
+        if wr == rd or wr >= self.size or rd >= self.size:
+            return b""
+        if wr > rd:
+            data = bytes(target.read_memory_block8(self.buffer + rd, wr - rd))
+        else:
+            data = bytes(target.read_memory_block8(self.buffer + rd, self.size - rd))
+            data += bytes(target.read_memory_block8(self.buffer, wr)) if wr else b""
+        target.write32(self.cb + self.UP0 + 16, wr)
+        return data
+
+
+def _symbol(elf: Path, name: str) -> int | None:
+    from elftools.elf.elffile import ELFFile
+
+    with open(elf, "rb") as f:
+        symtab = ELFFile(f).get_section_by_name(".symtab")
+        found = symtab.get_symbol_by_name(name) if symtab else None
+        return found[0]["st_value"] if found else None
 
 
 class _Output:
@@ -276,11 +324,12 @@ class _Output:
 
 
 class _Semihosting:
-    """The core's semihosting requests, for the shared run loop: each halt at `bkpt 0xab` is
-    serviced by pyOCD's agent and the core resumed; the end is our exit line."""
+    """The core's output, for the shared run loop: each halt at `bkpt 0xab` is serviced by
+    pyOCD's agent and the core resumed; an RTT buffer, if any, is read while the core runs.
+    The end is our exit line."""
 
-    def __init__(self, transport: SwdTransport, agent: Any) -> None:
-        self.t, self.agent, self.target = transport, agent, transport.session.target
+    def __init__(self, transport: SwdTransport, agent: Any, rtt: _Rtt | None = None) -> None:
+        self.t, self.agent, self.target, self.rtt = transport, agent, transport.session.target, rtt
         self.exit_line = ExitLine()
         self.status: int | None = None
         self.fault: str | None = None
@@ -292,26 +341,31 @@ class _Semihosting:
 
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
-            if self.target.get_state() == Target.State.HALTED:
+            out = self.rtt.drain() if self.rtt else b""
+            halted = self.target.get_state() == Target.State.HALTED
+            handled = False
+            if halted:
                 try:
                     handled = self.agent.check_and_handle_semihost_request()
                 except NotImplementedError:  # SYS_EXIT after our exit line, or a call pyOCD lacks
                     handled = False
-                out = bytes(self.agent.console.data)
+                out += bytes(self.agent.console.data)
                 self.agent.console.data.clear()
-                if out:
-                    self.status = self.exit_line.feed(out)
-                if handled and self.status is None:
+                if not handled and self.rtt:
+                    out += self.rtt.drain()  # what the program wrote before it stopped
+            if out:
+                self.status = self.exit_line.feed(out)
+            if halted and self.status is None:
+                if handled:
                     self.target.resume()
-                elif not handled and self.status is None:
+                else:  # SYS_EXIT without our exit line, a breakpoint, a lockup
                     pc = self.target.read_core_register("pc")
                     self.fault = f"the core stopped at pc=0x{pc:08x} outside semihosting (a breakpoint, or a lockup)"
-                if out:
-                    return out
-                if self.fault:
-                    return b""
-            else:
-                time.sleep(0.001)
+            if out:
+                return out
+            if self.fault:
+                return b""
+            time.sleep(0.001)
         return None
 
     def poll(self) -> RunEnd | None:

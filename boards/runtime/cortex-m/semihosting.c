@@ -48,8 +48,11 @@ void ondevice_report_exit(int code) {
 }
 
 /* SYS_EXIT_EXTENDED carries the exit code to the host (QEMU's exit status). */
+void ondevice_output_drain(void) __attribute__((weak)); /* rtt.c, when linked */
+
 __attribute__((weak, noreturn)) void ondevice_exit(int code) {
   ondevice_report_exit(code);
+  if (ondevice_output_drain) ondevice_output_drain(); /* the host reads the last line before the exit */
   uint32_t block[2] = {ADP_STOPPED_APPLICATION_EXIT, (uint32_t)code};
   semihost(SYS_EXIT_EXTENDED, block);
   semihost(SYS_EXIT, (const void *)(uintptr_t)ADP_STOPPED_APPLICATION_EXIT);
