@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from conftest import build_report
 
-from pytest_ondevice.board import BoardRegistry
+from pytest_ondevice import toolchain  # imported before any in-process run: pytester drops what a run imported,
+from pytest_ondevice.board import BoardRegistry  # and a test that patches toolchain must patch the one the plugin uses
 from pytest_ondevice.elf import read
 
 pytestmark = pytest.mark.slow
@@ -210,8 +211,6 @@ def test_every_shipped_board_builds_the_examples(project, board):
 
 
 def test_missing_cross_toolchain_names_package_and_pip_alternative(project, monkeypatch):
-    from pytest_ondevice import toolchain
-
     monkeypatch.setattr(toolchain, "zig_installed", lambda: False)
     project.write(
         "boards/exotic.toml",
