@@ -87,7 +87,7 @@ def measure(record: BenchRecord, board: Board, clock: Clock) -> Measured:
     if record.max == 0 and record.work:
         raise BenchRecordError(
             f"{record.name}: the cycle counter never advanced (every repeat took 0 {record.unit}): this core "
-            "has no running counter of that kind (DWT CYCCNT disabled or absent, as under QEMU); build "
+            "has no running counter of that kind (DWT CYCCNT disabled, or absent as on an emulator); build "
             "without -DONDEVICE_CYCLES_DWT to count SysTick"
         )
     if record.unit == "ns":

@@ -39,7 +39,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--console",
         default=None,
         metavar="KIND:WHERE",
-        help="read the output through this console, with the board's loader (e.g. uart:/dev/ttyUSB0@115200)",
+        help="read the output through another transport's console, with the board's loader (a serial port: see "
+        "the README)",
     )
     group.addoption(
         "--device-timeout",

@@ -251,6 +251,7 @@ class _Rtt:
         self.target, self.cb = target, address
         self.buffer = 0
         self.size = 0
+        self.exit_line = ExitLine()
 
     def drain(self) -> bytes:
         """What the target wrote since the last call; the read offset is moved on."""
@@ -267,6 +268,8 @@ class _Rtt:
         else:
             data = bytes(target.read_memory_block8(self.buffer + rd, self.size - rd))
             data += bytes(target.read_memory_block8(self.buffer, wr)) if wr else b""
+        if self.exit_line.feed(data) is not None:
+            target.halt()  # held at its end (the runtime waits for this read), as a semihosting exit is
         target.write32(self.cb + self.UP0 + 16, wr)
         return data
 
