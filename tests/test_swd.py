@@ -154,3 +154,33 @@ def test_rtt_output_without_the_rtt_runtime_names_the_fix(chip):
     result = chip.run(board="no-rtt")
     result.assert_outcomes(errors=2)
     result.stdout.fnmatch_lines(["*has no RTT control block (_SEGGER_RTT)*add runtime/cortex-m/rtt.c*"])
+
+
+UART_BOARD = """
+extends = "bluepill-swd-qemu"
+[toolchain]
+runtime = [
+  "RUNTIME/vectors.c", "RUNTIME/startup.c", "RUNTIME/fault.c", "RUNTIME/semihosting.c",
+  "RUNTIME/syscalls.c", "RUNTIME/cycles.c", "RUNTIME/uart_stm32.c",
+]
+"""
+
+
+def test_flash_over_swd_and_read_the_usart_through_a_real_tty(project, monkeypatch):
+    """pytest --board=... --console=uart:/dev/ttyUSB0@115200, with QEMU's USART on a pty.
+
+    One binary: the runtime's semihosting exit after its last UART line is served by QEMU
+    itself, which then stops (a real core halts at that BKPT, under the debugger's eye), so
+    the stand-in "chip" takes one program per QEMU here."""
+    from test_boards_qemu import RUNTIME
+
+    with QemuBoard("stm32vldiscovery", uart="pty") as board:
+        monkeypatch.setenv("ONDEVICE_QEMUGDB_PROBES", board.probe_address)
+        project.write("boards/bluepill-swd-qemu.toml", STANDIN_BOARD)
+        project.write("boards/bluepill-swd-usart.toml", UART_BOARD.replace("RUNTIME", str(RUNTIME)))
+        project.write("cases_test.c", CASES)
+        result = project.run(f"--console=uart:{board.uart_tty}@115200", "-v", board="bluepill-swd-usart")
+        result.assert_outcomes(passed=1, failed=1)
+        result.stdout.fnmatch_lines_random(
+            ["*cases_test.c::Passes[[]bluepill-swd-usart[]] PASSED*", "*acc == 4 failed at cases_test.c:7 (3 vs 4)*"]
+        )

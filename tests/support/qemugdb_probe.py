@@ -79,6 +79,7 @@ import contextlib
 import enum
 import logging
 import os
+import re
 import select
 import shutil
 import socket
@@ -960,7 +961,8 @@ class QemuBoard:
 
     No kernel: the program comes through the probe (pyOCD's loader). Semihosting goes to gdb
     (`target=gdb`), which is what makes pyOCD's SemihostAgent serve it. With `uart=True`, the
-    machine's first UART is a TCP server (`uart_port`; nothing connected, output is dropped).
+    machine's first UART is a TCP server (`uart_port`; nothing connected, output is dropped);
+    with `uart="pty"`, a pseudo-terminal (`uart_tty`, a real tty node, as a USB-serial adapter's).
     Only the QEMU this object started is ever killed.
     """
 
@@ -969,7 +971,7 @@ class QemuBoard:
         machine: str = "stm32vldiscovery",
         cpu: str | None = None,
         *,
-        uart: bool = False,
+        uart: bool | str = False,
         qemu: str = "qemu-system-arm",
         extra_args: Sequence[str] = (),
         host: str = "127.0.0.1",
@@ -978,6 +980,7 @@ class QemuBoard:
         self.extra_args = list(extra_args)
         self.gdb_port = 0
         self.uart_port: int | None = None
+        self.uart_tty: str | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._stderr = bytearray()
         self._stderr_reader: threading.Thread | None = None
@@ -1010,7 +1013,10 @@ class QemuBoard:
         return self._stderr.decode(errors="replace")
 
     def command(self) -> list[str]:
-        serial = f"tcp:{self.host}:{self.uart_port},server=on,wait=off" if self.uart else "null"
+        if self.uart == "pty":
+            serial = "pty"
+        else:
+            serial = f"tcp:{self.host}:{self.uart_port},server=on,wait=off" if self.uart else "null"
         cpu = ["-cpu", self.cpu] if self.cpu else []
         return [
             self.qemu, "-M", self.machine, *cpu, "-S", "-gdb", f"tcp:{self.host}:{self.gdb_port}",
@@ -1022,11 +1028,11 @@ class QemuBoard:
         """Start QEMU and wait for its sockets; a port taken meanwhile by someone else is retried."""
         for _attempt in range(3):
             self.gdb_port = _free_port(self.host)
-            self.uart_port = _free_port(self.host) if self.uart else None
+            self.uart_port = _free_port(self.host) if self.uart is True else None
             self._stderr.clear()
             self._process = subprocess.Popen(
-                self.command(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-            )
+                self.command(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+            )  # one stream: QEMU names a pty on stdout, its errors on stderr
             self._stderr_reader = threading.Thread(target=self._read_stderr, args=(self._process,), daemon=True)
             self._stderr_reader.start()
             if self._wait_listening(timeout):
@@ -1035,21 +1041,28 @@ class QemuBoard:
                 break
         raise RuntimeError(f"QEMU did not start: {' '.join(self.command())}\n{self.stderr}")
 
+    def _find_tty(self) -> bool:
+        """QEMU names the pty it made: "char device redirected to /dev/pts/N (label serial0)"."""
+        found = re.search(r"char device redirected to (/dev/pts/\d+)", self.stderr)
+        if found:
+            self.uart_tty = found.group(1)
+        return found is not None
+
     def _wait_listening(self, timeout: float) -> bool:
         ports = [p for p in (self.gdb_port, self.uart_port) if p is not None]
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.returncode is not None:
                 return False
-            if all(_listening(port) for port in ports):
+            if all(_listening(port) for port in ports) and (self.uart != "pty" or self._find_tty()):
                 return True
             time.sleep(0.005)
         self.stop()
         return False
 
     def _read_stderr(self, process: subprocess.Popen[bytes]) -> None:
-        assert process.stderr is not None
-        while chunk := process.stderr.read1(4096):
+        assert process.stdout is not None
+        while chunk := process.stdout.read1(4096):
             self._stderr += chunk
 
     def stop(self) -> None:
