@@ -184,3 +184,21 @@ def test_flash_over_swd_and_read_the_usart_through_a_real_tty(project, monkeypat
         result.stdout.fnmatch_lines_random(
             ["*cases_test.c::Passes[[]bluepill-swd-usart[]] PASSED*", "*acc == 4 failed at cases_test.c:7 (3 vs 4)*"]
         )
+
+
+def test_a_probe_held_by_another_program_is_an_error_saying_so(chip):
+    from pyocd.core.helpers import ConnectHelper
+
+    other = ConnectHelper.session_with_chosen_probe(
+        blocking=False, unique_id=chip.board.unique_id, target_override="cortex_m", options={"connect_mode": "halt"}
+    )
+    other.open()  # a debugger left attached
+    try:
+        chip.write("cases_test.c", CASES)
+        result = run(chip)
+        result.assert_outcomes(errors=2)
+        result.stdout.fnmatch_lines(
+            ["*cannot connect to the cortex_m target*no other program (a debugger) uses the probe*"]
+        )
+    finally:
+        other.close()
