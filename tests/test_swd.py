@@ -202,3 +202,17 @@ def test_a_probe_held_by_another_program_is_an_error_saying_so(chip):
         )
     finally:
         other.close()
+
+
+def test_a_target_type_that_does_not_match_the_chip_is_an_error_naming_the_checks(chip):
+    """stm32f103rc's flash algorithm cannot run on this "chip" (no flash controller): what a
+    wrong target type (or a locked chip) looks like to pyOCD."""
+    chip.write(
+        "boards/mismatch.toml", 'extends = "bluepill-swd"\n[memory]\nram = 8192\n[transport]\ntarget = "stm32f103rc"\n'
+    )
+    chip.write("cases_test.c", CASES)
+    result = chip.run(board="mismatch")
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(
+        ["*flashing cases_test.c.elf failed: *read-protected chip must be unlocked (pyocd erase --chip)*target type*"]
+    )
