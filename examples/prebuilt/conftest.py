@@ -19,7 +19,11 @@ def pytest_configure(config) -> None:
     spec = importlib.util.spec_from_file_location("make_vendor_lib", HERE / "make_vendor_lib.py")
     maker = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(maker)
+    from pytest_ondevice.board import BoardRegistry
+    from pytest_ondevice.schema import ConfigError
+
+    registry = BoardRegistry([Path(p) for p in config.getini("ondevice_boards")])  # the project's boards too
     for board in selected_boards(config):
         if not (HERE / "vendor" / board / "libvendor.a").is_file():
-            with contextlib.suppress(ToolchainError):  # the test's own build reports it
-                maker.build(board)
+            with contextlib.suppress(ToolchainError, ConfigError):  # the test's own build reports it
+                maker.build(board, registry=registry)

@@ -20,8 +20,8 @@ from pytest_ondevice.toolchain import resolve
 HERE = Path(__file__).resolve().parent
 
 
-def build(board_name: str, dest_root: Path = HERE / "vendor") -> Path:
-    board = BoardRegistry().get(board_name)
+def build(board_name: str, dest_root: Path = HERE / "vendor", registry: BoardRegistry | None = None) -> Path:
+    board = (registry or BoardRegistry()).get(board_name)
     tc = resolve(board)
     out = dest_root / board_name / "libvendor.a"
     out.parent.mkdir(parents=True, exist_ok=True)
