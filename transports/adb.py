@@ -289,7 +289,7 @@ class ShellV2(RunStream):
             self.conn.close()
 
     def _pump(self, wait: float | None) -> bool:
-        """Read one chunk and sort its packets; False when nothing came within `wait`."""
+        """Read one chunk and sort it; False when nothing came within `wait`."""
         self.sock.settimeout(wait)
         try:
             chunk = self.sock.recv(65536)
@@ -299,7 +299,11 @@ class ShellV2(RunStream):
             chunk = b""
         if not chunk:
             self._closed = True
-            return True
+        self._take(chunk)
+        return True
+
+    def _take(self, chunk: bytes) -> None:
+        """Shell protocol v2 packets: stdout, stderr (bounded), the exit status."""
         self._buf += chunk
         while len(self._buf) >= HEADER.size:
             kind, length = HEADER.unpack_from(self._buf)
@@ -313,7 +317,6 @@ class ShellV2(RunStream):
                 self._err += body[: 65536 - len(self._err)]
             elif kind == EXIT and body:
                 self._status = body[0]
-        return True
 
 
 class ShellV1(ShellV2):
@@ -335,23 +338,15 @@ class ShellV1(ShellV2):
     def shutdown_write(self) -> None:
         self.sock.sendall(b"break\n")
 
-    def _pump(self, wait: float | None) -> bool:
-        self.sock.settimeout(wait)
-        try:
-            chunk = self.sock.recv(65536)
-        except TimeoutError:
-            return False
-        except OSError:
-            chunk = b""
-        if not chunk:
-            self._closed = True
-            if self._held:
-                self._out += self._held
-                self._held = b""
-            return True
+    def _take(self, chunk: bytes) -> None:
+        """Raw output; the status marker, when this is a run's stream, taken out of it."""
+        if not chunk:  # closed: what was held back is output after all
+            self._out += self._held
+            self._held = b""
+            return
         if self.marker is None:
             self._out += chunk
-            return True
+            return
         data = self._held + chunk
         found = re.search(rb"\n?" + re.escape(self.marker) + rb" (\d+)\r?\n", data)
         if found:
@@ -364,7 +359,6 @@ class ShellV1(ShellV2):
         self._out += data
         if len(self._all) < 65536:
             self._all += data
-        return True
 
     def errors(self) -> bytes:
         return bytes(self._all)
