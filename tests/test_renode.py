@@ -347,3 +347,19 @@ def test_bench_figures_on_renode_are_cycles_and_repeat_exactly(project, renode):
         assert record["unit"] == "cycles" and record["deterministic"] and record["us"] > 0
         raws.append(record["raw"])
     assert raws[0] == raws[1]  # Renode's clock is virtual time
+
+
+def test_a_uart_console_reads_renodes_terminal(project, renode):
+    """Renode as the loader, pyserial as the console: its UART terminal is served on the port
+    the console names, and connected to before each binary starts (nothing printed is lost)."""
+    project.copy_examples()
+    result = project.run(f"--console=uart:socket://127.0.0.1:{_free_port()}", "examples", board="bluepill-renode")
+    result.assert_outcomes(passed=8)
+    renode.assert_started_once()
+
+
+def test_renode_serves_a_console_only_on_a_local_socket(project, renode):
+    project.copy_examples()
+    result = project.run("--console=uart:/dev/ttyUSB7@115200", "examples", board="bluepill-renode")
+    result.assert_outcomes(errors=8)
+    result.stdout.fnmatch_lines(["*Renode can serve its UART to a console only on a local TCP socket*"])

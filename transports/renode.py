@@ -91,6 +91,7 @@ class RenodeTransport(Transport):
         self.monitor: RenodeMonitor | None = None
         self.terminal: socket.socket | None = None
         self.machine = f"ondevice-{os.getpid()}"
+        self._console_port = 0  # a console of another transport reads the UART on this port
         self._virtual = 0.0  # seconds of virtual time a binary may run
         self._limit = 0  # the instruction count where that ends (0: not bounded)
 
@@ -154,9 +155,11 @@ class RenodeTransport(Transport):
         output = self.options.get("output", SEMIHOSTING_UART)
         if output == SEMIHOSTING_UART and not script:
             m.command('machine LoadPlatformDescriptionFromString "uartSemihosting: UART.SemihostingUart @ cpu"')
-        term_port = int(self.options.get("terminal_port", 0)) or _free_port()
+        term_port = self._console_port or int(self.options.get("terminal_port", 0)) or _free_port()
         m.command(f'emulation CreateServerSocketTerminal {term_port} "{TERMINAL}" false')
         m.command(f"connector Connect {output} {TERMINAL}")
+        if self._console_port:
+            return  # the console connects to it itself
         try:
             self.terminal = socket.create_connection((self.host, term_port), timeout=10)
         except OSError as e:
@@ -167,15 +170,32 @@ class RenodeTransport(Transport):
         # Renode reads the ELF itself: a remote Renode needs the build dir at the same path
         return Deployed(str(artifact.resolve()), sha256, pushed=None)
 
+    def attach_console(self, console: Transport) -> None:
+        """Renode's UART terminal is served where that console reads it: a TCP port here."""
+        url = str(getattr(console, "url", "") or "")
+        found = re.fullmatch(r"socket://(127\.0\.0\.1|localhost):(\d+)/?", url)
+        if not found:
+            raise InfrastructureError(
+                "Renode can serve its UART to a console only on a local TCP socket: "
+                f"--console=uart:socket://127.0.0.1:PORT (not {url or 'this console'})"
+            )
+        self._console_port = int(found.group(2))
+
     def start(self, deployed: Deployed) -> None:
         """Load and start one binary on a machine reset to its power-on state."""
         self._command("pause")
-        self._drain()  # what the previous binary printed after its exit line
+        if self.terminal is not None:
+            self._drain()  # what the previous binary printed after its exit line
         self._command("machine Reset")  # peripherals and CPU: nothing carries over
         self._command(f"sysbus LoadELF @{deployed.path}")
         budget = self._instruction_budget(self._virtual)
         self._limit = (self._executed() + budget) if budget else 0
         self._command("start")
+
+    def stop_program(self) -> None:
+        """After another console's run: frozen until the next binary resets the machine."""
+        with contextlib.suppress(InfrastructureError, MonitorError):
+            self._command("pause")
 
     def run(
         self,

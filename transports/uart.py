@@ -14,6 +14,7 @@ arrived while it connected, which a socket peer that starts on connect has alrea
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -95,6 +96,9 @@ class UartTransport(Transport):
         port = None
         if not self.serves_itself:
             port = self._open(deadline=time.monotonic() + float(self.options["open_timeout"]))
+        else:  # a socket served from before the start (Renode's terminal) is connected to first
+            with contextlib.suppress(InfrastructureError):
+                port = self._open(deadline=0)
         start()  # reset or launch the target now that the port listens
         if port is None:
             port = self._open(deadline=time.monotonic() + float(self.options["open_timeout"]))
