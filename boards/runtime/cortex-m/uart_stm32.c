@@ -4,7 +4,10 @@
  * provide the exit when a debugger or emulator is attached.
  *   -DONDEVICE_UART_BASE=0x40013800   USART1 (the default)
  *   -DONDEVICE_UART_STM32F1_INIT      also clock the USART and route PA9 (a real Blue Pill)
- *   -DONDEVICE_UART_CLOCK_HZ / -DONDEVICE_UART_BAUD   for the baud divider */
+ *   -DONDEVICE_UART_CLOCK_HZ / -DONDEVICE_UART_BAUD   for the baud divider
+ *   -DONDEVICE_UART_DRAIN_SPINS=N   spin after the last line before the exit (an emulator whose
+ *                                   UART is a pty exits at once, and the host loses what it
+ *                                   has not read yet; 0 on hardware: the adapter stays) */
 #include <stddef.h>
 #include <stdint.h>
 
@@ -16,6 +19,9 @@
 #endif
 #ifndef ONDEVICE_UART_BAUD
 #define ONDEVICE_UART_BAUD 115200u
+#endif
+#ifndef ONDEVICE_UART_DRAIN_SPINS
+#define ONDEVICE_UART_DRAIN_SPINS 0u
 #endif
 
 #define REG(addr) (*(volatile uint32_t *)(addr))
@@ -49,5 +55,10 @@ void ondevice_write(const char *data, size_t len) {
     USART_DR = (uint32_t)(unsigned char)*data++;
   }
   while (!(USART_SR & SR_TC)) {
+  }
+}
+
+__attribute__((weak)) void ondevice_output_drain(void) {
+  for (volatile uint32_t spins = 0; spins < ONDEVICE_UART_DRAIN_SPINS; ++spins) {
   }
 }
