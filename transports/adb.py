@@ -92,6 +92,10 @@ class AdbTransport(LinuxDevice):
         self._reach_server(host, port, timeout)
         client = adbutils.AdbClient(host=host, port=port, socket_timeout=timeout)
         try:
+            version = client.server_version()
+            # adbutils asks the server its version before every stream it opens (one more
+            # connection each time); it does not change while the session runs
+            client.server_version = lambda: version
             if self.serial and ":" in self.serial:  # adb over TCP: attach it first (a no-op when attached)
                 said = client.connect(self.serial, timeout=timeout)
                 if "connected" not in said or "unable" in said or "failed" in said:
