@@ -98,6 +98,28 @@ OUTPUT = (
 )
 
 
+def test_what_a_socket_peer_sent_while_pyserial_connected_is_kept(monkeypatch):
+    """pyserial's socket open() flushes what has arrived by then; a peer that starts sending
+    on connect (QEMU with wait=on) would lose its first bytes. A slow connect makes it sure."""
+    from serial.urlhandler import protocol_socket
+
+    connect = protocol_socket.socket.create_connection
+
+    def slow_connect(*args, **kwargs):
+        sock = connect(*args, **kwargs)
+        time.sleep(0.2)  # the peer's first bytes are here before open() goes on
+        return sock
+
+    monkeypatch.setattr(protocol_socket.socket, "create_connection", slow_connect)
+    port, started = serve_once([(0, OUTPUT)])
+    started.set()
+    got: list[bytes] = []
+    end = console(f"uart:socket://127.0.0.1:{port}").run(
+        Deployed("x", "0" * 64, None), [], 10, got.append, start=lambda: None
+    )
+    assert end.exit_code == 0 and b"".join(got) == OUTPUT
+
+
 def test_noise_before_our_output_is_put_on_a_line_of_its_own():
     port, started = serve_once([(0, b"\x00\xff\xfeboot v1.2 garbage"), (0.05, OUTPUT)])
     got: list[bytes] = []
