@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from pytest_ondevice.transports import Deployed
 from pytest_ondevice.transports.uart import UartTransport
+from support.sshd import free_port
 
 pytest.importorskip("serial")
 
@@ -27,12 +28,6 @@ TF_LITE_MICRO_TEST(Fails) {
 }
 TF_LITE_MICRO_TESTS_END
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.slow

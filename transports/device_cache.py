@@ -205,8 +205,8 @@ class DeviceCache:
     Shared by every transport that keeps binaries on a device; `fs` is its file access
     (SFTP, or adb sync plus shell commands) and `run` runs a shell command there."""
 
-    def __init__(self, root: str, scratch: str, run: Callable[[str], str], where: str) -> None:
-        self.root, self.bin, self.scratch, self.where = root, f"{root}/{BIN}", scratch, where
+    def __init__(self, root: str, scratch: str, run: Callable[[str], str]) -> None:
+        self.root, self.bin, self.scratch = root, f"{root}/{BIN}", scratch
         self.run = run
         self.held: dict[str, int] = {}  # content hash -> size, listed once at the start
         self.pushed: set[str] = set()  # pushed by this session

@@ -80,7 +80,7 @@ class LinuxDevice(Transport):
         self._exec(device_cache.start_session(self.scratch, self.sid))  # the keeper owns it from here
         self._exec(device_cache.sweep(self.root))  # what sessions killed earlier left: processes, dirs
         if self.cache is None:
-            self.cache = device_cache.DeviceCache(self.root, self.scratch, self._exec, self.where)
+            self.cache = device_cache.DeviceCache(self.root, self.scratch, self._exec)
             self.cache.list_held(fs)
         else:  # a reconnect: what this session pushed is still there, its new dir holds nothing
             self.cache.new_session(self.scratch)

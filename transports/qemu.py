@@ -8,7 +8,6 @@ explicitly with the cross sysroot rather than relying on binfmt_misc.
 
 from __future__ import annotations
 
-import re
 import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -96,14 +95,13 @@ class QemuSystemTransport(_LocalFileTransport):
     # -- as a loader for another console (a UART read through pyserial) ------------------
     def attach_console(self, console: Transport) -> None:
         """QEMU serves its first UART where that console reads it: a TCP socket."""
-        url = str(getattr(console, "url", "") or "")
-        found = re.fullmatch(r"socket://([^:/]+):(\d+)/?", url)
-        if not found:
+        address = getattr(console, "socket_address", None)
+        if address is None:
             raise InfrastructureError(
                 f"QEMU can serve its UART to a console only on a TCP socket: --console=uart:socket://127.0.0.1:PORT "
-                f"(not {url or 'this console'})"
+                f"(not {getattr(console, 'url', None) or 'this console'})"
             )
-        self._chardev = f"socket,host={found.group(1)},port={found.group(2)},server=on,wait=on"
+        self._chardev = f"socket,host={address[0]},port={address[1]},server=on,wait=on"
 
     def start(self, deployed: Deployed) -> None:
         """QEMU in the background, waiting for the console to connect before the CPU starts;

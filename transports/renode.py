@@ -172,14 +172,13 @@ class RenodeTransport(Transport):
 
     def attach_console(self, console: Transport) -> None:
         """Renode's UART terminal is served where that console reads it: a TCP port here."""
-        url = str(getattr(console, "url", "") or "")
-        found = re.fullmatch(r"socket://(127\.0\.0\.1|localhost):(\d+)/?", url)
-        if not found:
+        address = getattr(console, "socket_address", None)
+        if address is None or address[0] not in ("127.0.0.1", "localhost"):
             raise InfrastructureError(
                 "Renode can serve its UART to a console only on a local TCP socket: "
-                f"--console=uart:socket://127.0.0.1:PORT (not {url or 'this console'})"
+                f"--console=uart:socket://127.0.0.1:PORT (not {getattr(console, 'url', None) or 'this console'})"
             )
-        self._console_port = int(found.group(2))
+        self._console_port = address[1]
 
     def start(self, deployed: Deployed) -> None:
         """Load and start one binary on a machine reset to its power-on state."""

@@ -23,7 +23,7 @@ from . import Option, Transport
 from .contract import Clock, Deployed, InfrastructureError, OnBytes, RunEnd
 from .runloop import ExitLine, drive
 
-CFSR, HFSR, MMFAR, BFAR = 0xE000ED28, 0xE000ED2C, 0xE000ED34, 0xE000ED38
+CFSR, HFSR = 0xE000ED28, 0xE000ED2C
 
 
 class SwdTransport(Transport):
@@ -61,7 +61,6 @@ class SwdTransport(Transport):
         self.probe_id = device.removeprefix("probe:") if device else self.options.get("probe")
         self.where = f"probe {self.probe_id}" if self.probe_id else "probe"
         self.session: Any = None
-        self.flashed: dict[str, str] = {}  # segment digest this session wrote, by ELF sha256
 
     # -- session ---------------------------------------------------------------------------
     def open(self) -> None:
@@ -332,7 +331,7 @@ class _Semihosting:
     The end is our exit line."""
 
     def __init__(self, transport: SwdTransport, agent: Any, rtt: _Rtt | None = None) -> None:
-        self.t, self.agent, self.target, self.rtt = transport, agent, transport.session.target, rtt
+        self.agent, self.target, self.rtt = agent, transport.session.target, rtt
         self.exit_line = ExitLine()
         self.status: int | None = None
         self.fault: str | None = None

@@ -76,9 +76,16 @@ class UartTransport(Transport):
             raise InfrastructureError("the uart console needs pyserial: pip install 'pytest-ondevice[uart]'") from None
 
     @property
+    def socket_address(self) -> tuple[str, int] | None:
+        """(host, port) of a `socket://` URL: where a loader that serves the UART itself (an
+        emulator) must serve it; None for any other port."""
+        found = re.fullmatch(r"socket://([^:/]+):(\d+)/?", self.url or "")
+        return (found.group(1), int(found.group(2))) if found else None
+
+    @property
     def serves_itself(self) -> bool:
         """A socket URL: the peer may be what the loader starts (QEMU serving its UART)."""
-        return self.url.startswith("socket://")
+        return self.socket_address is not None
 
     def deploy(self, artifact: Path, sha256: str, data: Sequence[Path] = ()) -> Deployed:
         raise InfrastructureError('the uart transport is a console only: name a loader (e.g. name = "swd")')
