@@ -49,6 +49,21 @@ def test_qemu_output_read_over_a_socket_passes_per_case(project, board):
     )
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("qemu-system-arm") is None, reason="needs qemu-system-arm")
+def test_a_hang_read_over_a_socket_leaves_no_emulator_running(project):
+    """The loader stops what it started once the console's run ends, a timeout included."""
+    from test_boards_qemu import HANG, _my_children
+
+    project.write("hang_test.c", HANG)
+    result = project.run(
+        f"--console=uart:socket://127.0.0.1:{free_port()}", "--device-timeout=1", board="bluepill-qemu"
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*timed out after 1s while this case was running*"])
+    assert "qemu" not in _my_children()
+
+
 def test_a_console_that_qemu_cannot_serve_is_an_error(project):
     project.write("fail_test.c", FAILING)
     result = project.run("--console=uart:/dev/ttyUSB9@115200", board="bluepill-qemu-uart")
