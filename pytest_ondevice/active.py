@@ -5,19 +5,26 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import shutil
+import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
+from . import fleet as fleet_mod
 from . import store
 from .benchreport import BenchReport, load_baseline
 from .build import BuildStats
+from .fleet import Fleet
 from .items import DeviceInfrastructureError, OnDeviceFile
-from .keys import BASELINE_KEY, SESSION_KEY, selected_boards
+from .keys import BASELINE_KEY, SESSION_KEY, fleet_path, selected_boards
+from .lease import identity
 from .plugin import registry
 from .runner import OnDeviceSession, Settings
 from .schema import ConfigError
+from .transports import InfrastructureError
 
 
 def activate(config: pytest.Config) -> None:
@@ -31,6 +38,8 @@ def activate(config: pytest.Config) -> None:
             reg.get(name)
     except ConfigError as e:
         raise pytest.UsageError(str(e)) from None
+    fleet = _fleet(config, boards, reg)
+    cache_dir = _ini_path(config, "ondevice_cache_dir", "ONDEVICE_CACHE_DIR") or store.default_dir()
     ini_timeout = config.getini("ondevice_timeout")
     try:
         cache_size = store.parse_size(config.getini("ondevice_cache_size"))
@@ -43,12 +52,17 @@ def activate(config: pytest.Config) -> None:
     settings = Settings(
         rootdir=config.rootpath,
         build_root=_ini_path(config, "ondevice_build_dir") or config.rootpath / ".ondevice" / "build",
-        cache_dir=_ini_path(config, "ondevice_cache_dir", "ONDEVICE_CACHE_DIR") or store.default_dir(),
+        cache_dir=cache_dir,
         cache_max_size=cache_size,
         test_patterns=tuple(config.getini("ondevice_files").split()),
         log_max=log_max,
         jobs=config.getoption("build_jobs") or os.cpu_count() or 2,
-        device=config.getoption("device"),
+        fleet=fleet,
+        run_dir=_run_dir(config),
+        lease_dir=fleet.lease_dir or cache_dir / "leases",
+        lease_timeout=config.getoption("lease_timeout"),
+        who=identity(getattr(config, "workerinput", {}).get("workerid")),
+        say=_say(config),
         console=config.getoption("console"),
         cli_timeout=config.getoption("device_timeout"),
         ini_timeout=float(ini_timeout) if ini_timeout else None,
@@ -64,11 +78,61 @@ def activate(config: pytest.Config) -> None:
         session = config.stash[SESSION_KEY] = OnDeviceSession(settings, reg, live)
     except store.CacheError as e:
         raise pytest.UsageError(str(e)) from None
+    try:
+        session.check_addresses()
+    except InfrastructureError as e:
+        raise pytest.UsageError(str(e)) from None
     if _runs_tests_here(config):  # connect while pytest collects and checks the build cache
         session.connect([reg.get(name) for name in boards])
     config.pluginmanager.register(OnDevicePlugin(), "ondevice-session")
+    history = config.getoption("history")
+    if history and not hasattr(config, "workerinput"):  # the controller records what workers report
+        from .history import HistoryRecorder
+
+        config.pluginmanager.register(
+            HistoryRecorder(config, config.invocation_params.dir / history), "ondevice-history"
+        )
     config.addinivalue_line("markers", "ondevice: a C/C++ test case run on a device")
     config.addinivalue_line("markers", "bench: a C/C++ test case that measures latency (ONDEVICE_BENCH)")
+
+
+def _fleet(config: pytest.Config, boards: list[str], reg) -> Fleet:
+    """The devices of this run: the --fleet file's (of the selected boards), else one per board."""
+    path = fleet_path(config)
+    try:
+        if path is None:
+            if config.getoption("fleet_tag"):
+                raise ConfigError("--fleet-tag selects devices of a fleet: give the fleet file with --fleet=FILE")
+            return fleet_mod.implicit(boards, config.getoption("device"))
+        if config.getoption("device"):
+            raise ConfigError(f"--device and --fleet together: {path} says where each device is")
+        return fleet_mod.select(fleet_mod.load(path, reg.names()), boards, config.getoption("fleet_tag"))
+    except ConfigError as e:
+        raise pytest.UsageError(str(e)) from None
+
+
+def _run_dir(config: pytest.Config) -> Path:
+    """This run's shared state: made by the controller, handed to each xdist worker."""
+    given = getattr(config, "workerinput", {}).get("ondevice_run_dir")
+    if given:
+        return Path(given)
+    run_dir = Path(tempfile.mkdtemp(prefix="ondevice-run-"))
+    config.stash[RUN_DIR_KEY] = run_dir
+    return run_dir
+
+
+RUN_DIR_KEY = pytest.StashKey[Path]()
+
+
+def _say(config: pytest.Config):
+    """A line for the person at the terminal (on an xdist worker: its stderr, which xdist shows)."""
+    if hasattr(config, "workerinput"):
+
+        def to_stderr(line: str) -> None:
+            print(line, file=sys.stderr, flush=True)
+
+        return to_stderr
+    return _live_writer(config)
 
 
 def _ini_path(config: pytest.Config, name: str, env: str | None = None) -> Path | None:
@@ -212,6 +276,20 @@ class OnDevicePlugin:
             session.config.workeroutput["ondevice_build"] = _numbers(ondevice)
 
     @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node) -> None:
+        """xdist controller: every worker shares this run's state (quarantined devices)."""
+        node.workerinput["ondevice_run_dir"] = str(node.config.stash[RUN_DIR_KEY])
+
+    @pytest.hookimpl(optionalhook=True, tryfirst=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log):
+        """`-n` without --dist: cases go to workers by binary, never half a binary each."""
+        if config.getvalue("dist") != "load":
+            return None
+        from .scheduling import BinaryScheduling
+
+        return BinaryScheduling(config, log)
+
+    @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node, error) -> None:
         """xdist controller: each worker's build figures, for one report line."""
         numbers = getattr(node, "workeroutput", {}).get("ondevice_build")
@@ -229,11 +307,21 @@ class OnDevicePlugin:
             line = _summary(_numbers(ondevice), ondevice.settings.build_root)
         if line:
             terminalreporter.write_line(line)
+        out = ondevice.quarantine.out()
+        if out:
+            terminalreporter.section("ondevice quarantine", sep="-", yellow=True, bold=True)
+            for device, reasons in out.items():
+                terminalreporter.write_line(
+                    f"{device}: set aside after {len(reasons)} infrastructure errors; last: {reasons[-1]}"
+                )
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         ondevice = config.stash.get(SESSION_KEY, None)
         if ondevice is not None:
             ondevice.close()
+        run_dir = config.stash.get(RUN_DIR_KEY, None)
+        if run_dir is not None:
+            shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def _numbers(ondevice: OnDeviceSession) -> dict[str, int]:

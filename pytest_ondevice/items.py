@@ -96,9 +96,16 @@ class OnDeviceItem(pytest.Item):
     def setup(self) -> None:
         session = _session(self)
         self._result, fresh = session.result(self.spec)
+        result = self._result
+        if result.device is not None:
+            self.user_properties.append(("device", result.device.name))
+        if result.artifact is not None:
+            self.user_properties.append(("binary_sha256", result.artifact.sha256))
+        if result.retried:  # infrastructure trouble first, then a verdict from another device
+            self.user_properties.append(("retried_after", "; ".join(result.retried)))
         if fresh:
-            _report_unlisted_cases(self, self._result)
-        if self._result.infra_error:
+            _report_unlisted_cases(self, result)
+        if result.infra_error:
             raise DeviceInfrastructureError(f"{self.spec.board.name}: {self._result.infra_error}")
 
     def runtest(self) -> None:
@@ -138,11 +145,13 @@ class OnDeviceItem(pytest.Item):
         regressions = []
         for record in result.verdicts.benches.get(self.case, []):
             try:
-                measured = measure(record, self.spec.board, _session(self).clock_for(self.spec.board))
+                measured = measure(record, self.spec.board, _session(self).clock_for(self.spec.board, result.device))
             except BenchRecordError as e:
                 raise CaseFailed(str(e)) from None
             data = measured.as_dict()
             data.update(case=self.case, binary_sha256=result.artifact.sha256 if result.artifact else None)
+            if result.device is not None:
+                data["device_name"] = result.device.name
             if baseline is not None:
                 base = baseline[0].get(bench_key(data))
                 if base is None:
@@ -192,6 +201,16 @@ def _failure_text(verdict: Verdict, result: BinaryResult) -> tuple[str, tuple[st
     return "\n".join(lines), ((f"device log: {result.log_path}",) if result.log_path else ())
 
 
+def _where(item: OnDeviceItem, result: BinaryResult) -> list[tuple[str, str]]:
+    """The board, device and binary a report is about (JUnit properties, --history)."""
+    where = [("board", item.spec.board.name)]
+    if result.device is not None:
+        where.append(("device", result.device.name))
+    if result.artifact is not None:
+        where.append(("binary_sha256", result.artifact.sha256))
+    return where
+
+
 def _report_unlisted_cases(item: OnDeviceItem, result: BinaryResult) -> None:
     """Cases the device ran that the source scan did not find are reported, never dropped."""
     if result.verdicts is None:
@@ -221,6 +240,6 @@ def _report_unlisted_cases(item: OnDeviceItem, result: BinaryResult) -> None:
                 when=when,
                 sections=sections,
                 duration=0.0,
-                user_properties=[("board", item.spec.board.name), ("unlisted", note)],
+                user_properties=[*_where(item, result), ("unlisted", note)],
             )
             item.ihook.pytest_runtest_logreport(report=report)

@@ -13,10 +13,33 @@ BASELINE_KEY = pytest.StashKey["tuple[dict[str, dict], float] | None"]()
 
 
 def selected_boards(config: pytest.Config) -> list[str]:
+    """--board (or the ini's), else every board of the --fleet file."""
+    found = config.stash.get(BOARDS_KEY, None)
+    if found is not None:
+        return found
     raw = config.getoption("board") or [config.getini("ondevice_board")]
     names: list[str] = []
     for entry in raw:
         for name in entry.replace(",", " ").split():
             if name not in names:
                 names.append(name)
+    fleet = fleet_path(config)
+    if not names and fleet:
+        from .fleet import load
+        from .schema import ConfigError
+
+        try:
+            names = load(fleet).boards()
+        except ConfigError as e:
+            raise pytest.UsageError(str(e)) from None
+    config.stash[BOARDS_KEY] = names
     return names
+
+
+BOARDS_KEY = pytest.StashKey[list[str]]()
+
+
+def fleet_path(config: pytest.Config):
+    """--fleet, relative to where pytest was started."""
+    value = config.getoption("fleet", None)
+    return config.invocation_params.dir / value if value else None

@@ -31,9 +31,38 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--device",
+        action="append",
+        default=[],
+        metavar="[BOARD=]WHERE",
+        help="where the board lives, overriding its board file (host alias, serial, ...); BOARD=WHERE places "
+        "one board of several",
+    )
+    group.addoption(
+        "--fleet",
         default=None,
-        metavar="WHERE",
-        help="where the board lives, overriding its board file (host alias, serial, ...)",
+        metavar="FILE",
+        help="a fleet file (TOML) of devices: each board's binaries are spread over its devices, leased across runs",
+    )
+    group.addoption(
+        "--fleet-tag",
+        action="append",
+        default=[],
+        metavar="TAG",
+        help="use only the fleet's devices with this tag (repeat: all of them)",
+    )
+    group.addoption(
+        "--lease-timeout",
+        type=_seconds_option,
+        default=None,
+        metavar="SECONDS",
+        help="give up waiting for a fleet device another run holds after this long (default: wait)",
+    )
+    group.addoption(
+        "--history",
+        metavar="FILE",
+        default=None,
+        help="append this run (outcomes, devices, binary hashes, latency) to the SQLite FILE, for "
+        "`pytest-ondevice report`",
     )
     group.addoption(
         "--console",

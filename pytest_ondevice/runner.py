@@ -8,6 +8,7 @@ is handed to every item of that binary.
 
 from __future__ import annotations
 
+import tempfile
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -19,8 +20,11 @@ from . import dirconfig, toolchain, transports
 from .board import Board, BoardRegistry
 from .build import Artifact, Builder, BuildError
 from .devlog import DeviceLog
+from .fleet import Device, Fleet
 from .keys import TEST_PATTERNS
+from .lease import Lease, Leases
 from .protocol import NEVER_STARTED, BinaryVerdicts, Outcome, RunEnd, TestOutputParser, Verdict
+from .quarantine import Quarantine
 from .schema import ConfigError
 from .sizecheck import SizeError
 from .store import CacheError
@@ -52,6 +56,8 @@ class BinaryResult:
     end: RunEnd | None = None
     artifact: Artifact | None = None
     timeout: float | None = None
+    device: Device | None = None  # where it ran (the last device tried)
+    retried: list[str] | None = None  # "device: error" of the devices it failed on first
 
 
 @dataclass
@@ -59,7 +65,12 @@ class Settings:
     rootdir: Path
     build_root: Path
     jobs: int
-    device: str | None = None
+    fleet: Fleet | None = None  # the devices of each board (default: one per board, its board file's)
+    run_dir: Path | None = None  # this run's shared state (quarantine), the same for every xdist worker
+    lease_dir: Path | None = None  # where a fleet file's devices are leased, across runs
+    lease_timeout: float | None = None  # give up waiting for a busy device after this (None: wait)
+    who: str = "this run"  # the lease holder, as a waiting run names it
+    say: Callable[[str], None] | None = None  # a line for the person watching (waiting for a lease)
     console: str | None = None  # --console: another transport's console for the board's loader
     cli_timeout: float | None = None
     ini_timeout: float | None = None
@@ -92,8 +103,16 @@ class OnDeviceSession:
         self._runs: dict[tuple[str, Path], Future] = {}
         self._run_pools: dict[tuple[str, str], ThreadPoolExecutor] = {}  # (run|push, board)
         self._consumed: set[tuple[str, Path]] = set()
-        self._transports: dict[str, Transport] = {}
+        self._transports: dict[str, Transport] = {}  # by device name
         self._open: dict[str, Future] = {}
+        self.fleet = settings.fleet or Fleet([Device(b, b) for b in registry.names()])
+        # a fleet file's devices are leased across runs; a board's own device only among
+        # this process's threads (xdist workers and other runs use it at once, as before)
+        self._scratch = tempfile.TemporaryDirectory(prefix="ondevice-run-")
+        scratch = Path(self._scratch.name)
+        lease_root = (settings.lease_dir or scratch / "leases") if self.fleet.shared else scratch / "leases"
+        self.leases = Leases(lease_root, self._jobs_of, settings.who)
+        self.quarantine = Quarantine(settings.run_dir or scratch, self.fleet.quarantine_after)
         self.pushed = 0
         self.push_skipped = 0
         self._lock = threading.Lock()
@@ -146,17 +165,22 @@ class OnDeviceSession:
 
     # -- running -------------------------------------------------------------
     def run_ahead(self, specs: list[BinarySpec]) -> None:
-        """Queue every run now, in item order: the device works while pytest reports.
+        """Queue every run now, in item order: the devices work while pytest reports.
 
-        Each board gets its own queue of `device_jobs` runs at a time (1 by default:
-        a device runs one binary at a time, so latency figures stay undisturbed)."""
+        Each board gets its own queue, as many runs at a time as its devices take
+        (`device_jobs` each, 1 by default: a device runs one binary at a time, so
+        latency figures stay undisturbed)."""
         for spec in specs:
             self._result_future(spec)
-        for spec in specs:  # a second queue pushes ahead of the runs
-            self._pool("push", spec.board, 1).submit(self._prefetch, spec)
+        for spec in specs:  # a second queue pushes ahead of the runs (one device: we know where)
+            if len(self.fleet.for_board(spec.board.name)) == 1:
+                self._pool("push", spec.board, 1).submit(self._prefetch, spec)
 
     def _pool(self, role: str, board: Board, workers: int) -> ThreadPoolExecutor:
         return self._started(self._run_pools, (role, board.name), lambda: ThreadPoolExecutor(max_workers=workers))
+
+    def _jobs_of(self, device: Device) -> int:
+        return device.jobs or self.registry.get(device.board).device_jobs
 
     def _prefetch(self, spec: BinarySpec) -> None:
         """Best effort: any error here is met again, and reported, by the run itself."""
@@ -164,13 +188,14 @@ class OnDeviceSession:
             return
         try:
             artifact = self._build_future(spec).result()
-            transport = self._transport(spec.board)
+            transport = self._transport(self.fleet.for_board(spec.board.name)[0])
         except Exception:
             return
         transport.prefetch(artifact.path, artifact.sha256)
 
     def _result_future(self, spec: BinarySpec) -> Future:
-        pool = self._pool("run", spec.board, spec.board.device_jobs)
+        slots = sum(self._jobs_of(d) for d in self.fleet.for_board(spec.board.name)) or 1
+        pool = self._pool("run", spec.board, slots)
         return self._started(self._runs, spec.key, lambda: pool.submit(self._build_and_run, spec))
 
     def result(self, spec: BinarySpec) -> tuple[BinaryResult, bool]:
@@ -210,14 +235,67 @@ class OnDeviceSession:
             )
         if self.settings.build_only:
             return BinaryResult(artifact=artifact)
-        log_path = self.settings.build_root / spec.board.name / "logs" / f"{spec.rel}.log"
+        return self._run_on_a_device(spec, artifact, timeout, data)
+
+    def _run_on_a_device(self, spec: BinarySpec, artifact: Artifact, timeout: float, data) -> BinaryResult:
+        """Lease a device of the board and run there; after an infrastructure error, run
+        again on another device of the board (fleet `retries` times at most), striking the
+        device that failed: K strikes and it is out for the rest of the run."""
+        devices = self.fleet.for_board(spec.board.name)
+        failed: list[str] = []  # "device: error" of each device it could not run on
+        tried: set[str] = set()
+        result = BinaryResult()
+        for _ in range(1 + (self.fleet.retries if len(devices) > 1 else 0)):
+            candidates = [d for d in devices if d.name not in tried and not self.quarantine.is_out(d.name)]
+            if not candidates:
+                if not failed:
+                    return BinaryResult(infra_error=self.board_down(spec.board.name), artifact=artifact)
+                break
+            try:
+                lease = self.leases.take(candidates, self.settings.lease_timeout, self.stopping, self.settings.say)
+            except InfrastructureError as e:
+                if not failed:
+                    return BinaryResult(infra_error=str(e), artifact=artifact)
+                failed.append(f"then no other device: {e}")
+                break
+            with lease:
+                result = self._run_leased(spec, lease, artifact, timeout, data)
+            if result.infra_error is None:
+                result.retried = failed or None  # the report says it ran here after these
+                return result
+            tried.add(lease.device.name)
+            failed.append(f"{lease.device.name}: {result.infra_error}")
+            if self.quarantine.strike(lease.device.name, result.infra_error):
+                self._forget_transport(lease.device)
+            if self.stopping.is_set():
+                break
+        if len(devices) > 1:
+            result.infra_error = f"tried on {len(tried)} device(s): " + "; ".join(failed)
+        return result
+
+    def board_down(self, board: str) -> str:
+        """The one error of a board whose every device is quarantined."""
+        parts = []
+        for device in self.fleet.for_board(board):
+            reasons = self.quarantine.reasons(device.name)
+            last = reasons[-1] if reasons else "?"
+            parts.append(f"{device.name} ({len(reasons)} infrastructure errors; last: {last})")
+        return f"every device of board {board} is quarantined for the rest of this run: {', '.join(parts)}"
+
+    def _run_leased(self, spec: BinarySpec, lease: Lease, artifact: Artifact, timeout: float, data) -> BinaryResult:
+        """Deploy and run on one leased device; a dropped connection is reopened and run again."""
+        device = lease.device
+        several = len(self.fleet.for_board(spec.board.name)) > 1
+        logs = self.settings.build_root / spec.board.name / "logs"
+        log_path = (logs / device.name if several else logs) / f"{spec.rel}.log"
+        prefix = f"{spec.board.name}@{device.name}" if several else spec.board.name
         attempts = 1 + max(0, self.settings.retries)
         lost = ""  # why the previous attempt was cut short
         for attempt in range(1, attempts + 1):
             parser = TestOutputParser()
-            log = DeviceLog(log_path, spec.board.name, parser.feed_line, self.live, self.settings.log_max)
+            log = DeviceLog(log_path, prefix, parser.feed_line, self.live, self.settings.log_max)
             try:
-                transport = self._transport(spec.board)
+                transport = self._transport(device)
                 deployed = transport.deploy(artifact.path, artifact.sha256, data)
                 self._count_deploy(deployed.pushed)
                 end = transport.run(deployed, [], timeout, log.feed)
@@ -227,17 +305,17 @@ class OnDeviceSession:
                 if e.retryable and attempt < attempts:  # a dropped connection: reconnect, run again
                     lost = str(e)
                     try:
-                        self._transport(spec.board).reopen()
+                        self._transport(device).reopen()
                         continue
                     except InfrastructureError as again:
                         message = f"{lost}; then, reconnecting: {again}"
                 if e.retryable:
-                    self._forget_transport(spec.board)
-                return BinaryResult(infra_error=message, log_path=log_path, artifact=artifact)
+                    self._forget_transport(device)
+                return BinaryResult(infra_error=message, log_path=log_path, artifact=artifact, device=device)
             log.close(end)
             verdicts = parser.verdicts(list(spec.cases), end)
             self._skip_compiled_out(spec, verdicts)
-            return BinaryResult(verdicts, None, None, log_path, end, artifact, timeout)
+            return BinaryResult(verdicts, None, None, log_path, end, artifact, timeout, device)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _skip_compiled_out(self, spec: BinarySpec, verdicts: BinaryVerdicts) -> None:
@@ -269,47 +347,57 @@ class OnDeviceSession:
     def connect(self, boards: list[Board]) -> None:
         """Start connecting to every device now, while collection and build checks go on."""
         for board in boards:
-            self._opening(board)
+            for device in self.fleet.for_board(board.name):
+                self._opening(device)
 
-    def _opening(self, board: Board) -> Future:
-        return self._started(self._open, board.name, lambda: self._build_pool.submit(self._open_transport, board))
+    def _opening(self, device: Device) -> Future:
+        return self._started(self._open, device.name, lambda: self._build_pool.submit(self._open_transport, device))
 
-    def _transport(self, board: Board) -> Transport:
-        """One open transport per board per session; a device that could not be reached stays so."""
-        return self._opening(board).result()
+    def _transport(self, device: Device) -> Transport:
+        """One open transport per device per session; a device that could not be reached stays so."""
+        return self._opening(device).result()
 
-    def _open_transport(self, board: Board) -> Transport:
-        table, device = self.table_for(board)
-        transport = transports.create(board, table, device, self.settings.transport_options, self.settings.console)
+    def _open_transport(self, device: Device) -> Transport:
+        board = self.registry.get(device.board)
+        table, where = self.table_for(board, device)
+        transport = transports.create(board, table, where, self.settings.transport_options, self.settings.console)
         if self.stopping.is_set():
             transport.stop.set()
         transport.open()
-        self._transports[board.name] = transport
+        self._transports[device.name] = transport
         return transport
 
-    def table_for(self, board: Board) -> tuple[dict, str | None]:
+    def table_for(self, board: Board, device: Device | None = None) -> tuple[dict, str | None]:
         """The board's [transport], or its [emulator] when the emulator's transport claims
-        --device, with the device meant for it."""
-        device = self.settings.device
-        if device is None:
+        the device's address, with the address meant for it."""
+        where = device.address if device is not None else None
+        if where is None:
             return board.transport, None
         main = transports.load(board.transport["name"])
         emulator = transports.load(board.emulator["name"]) if board.emulator else None
-        if emulator is not None and emulator.claims(device):
+        if emulator is not None and emulator.claims(where):
             return board.emulator or {}, None
-        if main.claims(device):
-            return board.transport, device
+        if main.claims(where):
+            return board.transport, where
         forms = [*main.device_forms, *(emulator.device_forms if emulator else ())]
         accepted = f"accepted: {', '.join(forms)}" if forms else "it takes no --device"
-        raise InfrastructureError(f"--device={device} names no device of board {board.name} ({main.name}); {accepted}")
+        named = f"device {device.name}'s address" if self.fleet.shared else "--device="
+        raise InfrastructureError(f"{named}{where} names no device of board {board.name} ({main.name}); {accepted}")
 
-    def clock_for(self, board: Board) -> Clock:
-        return board.clock_for(self.table_for(board)[0])
+    def check_addresses(self) -> None:
+        """Every device's address is a form its board's transport takes: a usage error now,
+        not an error on every item later."""
+        for device in self.fleet.devices:
+            self.table_for(self.registry.get(device.board), device)
 
-    def _forget_transport(self, board: Board) -> None:
+    def clock_for(self, board: Board, device: Device | None = None) -> Clock:
+        device = device or next(iter(self.fleet.for_board(board.name)), None)
+        return board.clock_for(self.table_for(board, device)[0])
+
+    def _forget_transport(self, device: Device) -> None:
         with self._lock:
-            self._open.pop(board.name, None)
-        transport = self._transports.pop(board.name, None)
+            self._open.pop(device.name, None)
+        transport = self._transports.pop(device.name, None)
         if transport is not None:
             transport.close()
 
@@ -322,9 +410,10 @@ class OnDeviceSession:
             pool.shutdown(wait=True, cancel_futures=True)
         self._build_pool.shutdown(wait=True, cancel_futures=True)
         self._transports.update(  # opened in the background, never used
-            {b: f.result() for b, f in self._open.items() if f.done() and not f.exception()}
+            {d: f.result() for d, f in self._open.items() if f.done() and not f.exception()}
         )
         for transport in self._transports.values():
             transport.close()
         self._transports.clear()
         self.builder.close(self.settings.cache_max_size)
+        self._scratch.cleanup()

@@ -1,0 +1,156 @@
+"""Device leases that cannot go stale: an OS file lock per device slot.
+
+A lease is `flock()` on `<lease dir>/<device>.<slot>.lock`. The kernel drops it when
+the holder's process ends, however it ends (SIGKILL included), so no lease outlives
+its run and nobody has to clean up after a crash (labgrid #1739 is the pain of locks
+that do not). The holder writes who it is into the file, so a run that has to wait
+can say who it is waiting for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import getpass
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from .fleet import Device
+from .transports import InfrastructureError
+
+POLL = 0.2  # seconds between tries while every slot is taken
+SAY_AFTER = 1.0  # wait this long before saying who holds the devices
+
+
+class LeaseTimeout(InfrastructureError):
+    """No device of a board came free within --lease-timeout."""
+
+
+class Lease:
+    def __init__(self, device: Device, slot: int, fd: int) -> None:
+        self.device = device
+        self.slot = slot
+        self._fd: int | None = fd
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        with contextlib.suppress(OSError):
+            os.ftruncate(self._fd, 0)  # nobody holds it now: a waiter must not name us
+        os.close(self._fd)  # closing the file drops the lock
+        self._fd = None
+
+    def __enter__(self) -> Lease:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def identity(worker: str | None = None) -> str:
+    """Who holds a lease, in words a person at another terminal can act on."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid())
+    by = f", xdist worker {worker}" if worker else ""
+    return f"pid {os.getpid()} on {socket.gethostname()} (user {user}{by}, since {time.strftime('%H:%M:%S')})"
+
+
+class Leases:
+    def __init__(self, root: Path, jobs_of: Callable[[Device], int], who: str) -> None:
+        self.root = root
+        self.jobs_of = jobs_of
+        self.who = who
+        self._turn = 0
+        self._lock = threading.Lock()
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise InfrastructureError(
+                f"cannot create the lease directory {root}: {e.strerror} (set lease_dir in the fleet file's [fleet])"
+            ) from None
+
+    def _path(self, device: Device, slot: int) -> Path:
+        return self.root / f"{device.name}.{slot}.lock"
+
+    def try_take(self, device: Device) -> Lease | None:
+        for slot in range(self.jobs_of(device)):
+            try:
+                fd = os.open(self._path(device, slot), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+            except OSError as e:
+                raise InfrastructureError(
+                    f"cannot open the lease file {self._path(device, slot)}: {e.strerror} (is the lease "
+                    "directory writable by every user of the fleet?)"
+                ) from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{self.who}\n".encode(), 0)
+            return Lease(device, slot, fd)
+        return None
+
+    def holders(self, device: Device) -> list[str]:
+        """Who holds the device's slots, as they wrote it."""
+        found = []
+        for slot in range(self.jobs_of(device)):
+            try:
+                text = self._path(device, slot).read_text(errors="replace").strip()
+            except OSError:
+                continue
+            if text:
+                found.append(text)
+        return found
+
+    def take(
+        self,
+        devices: list[Device],
+        timeout: float | None,
+        stop: threading.Event,
+        say: Callable[[str], None] | None = None,
+    ) -> Lease:
+        """A lease on one of the devices, waiting while all are held (another run, a worker)."""
+        if not devices:
+            raise InfrastructureError("no device to lease")
+        started = time.monotonic()
+        said = False
+        while True:
+            with self._lock:  # threads of one run take turns over the devices: load is spread
+                self._turn += 1
+                turn = self._turn
+            order = devices[turn % len(devices) :] + devices[: turn % len(devices)]
+            for device in order:
+                lease = self.try_take(device)
+                if lease is not None:
+                    return lease
+            waited = time.monotonic() - started
+            if stop.is_set():
+                raise InfrastructureError("the run is ending: no device was leased")
+            if timeout is not None and waited >= timeout:
+                raise LeaseTimeout(
+                    f"no device of board {devices[0].board} came free within --lease-timeout={timeout:g} s; "
+                    + self.describe(devices)
+                )
+            if say is not None and not said and waited >= SAY_AFTER and self._held_elsewhere(devices):
+                say(f"ondevice: waiting for a device of board {devices[0].board}: {self.describe(devices)}")
+                said = True
+            stop.wait(POLL)
+
+    def describe(self, devices: list[Device]) -> str:
+        parts = []
+        for device in devices:
+            who = self.holders(device)
+            parts.append(f"{device.name} is leased by {'; '.join(who) if who else 'another process'}")
+        return ", ".join(parts)
+
+    def _held_elsewhere(self, devices: list[Device]) -> bool:
+        """Only another process is worth a message: our own threads wait for each other quietly."""
+        mine = f"pid {os.getpid()} "
+        return any(not h.startswith(mine) for d in devices for h in self.holders(d))
