@@ -33,12 +33,12 @@ def activate(config: pytest.Config) -> None:
     config.pluginmanager.register(BenchReport(config), "ondevice-bench-report")
     config.stash[BASELINE_KEY] = load_baseline(config)
     reg = registry(config)
+    fleet = _fleet(config, boards, reg)
     try:
         for name in boards:
             reg.get(name)
     except ConfigError as e:
         raise pytest.UsageError(str(e)) from None
-    fleet = _fleet(config, boards, reg)
     cache_dir = _ini_path(config, "ondevice_cache_dir", "ONDEVICE_CACHE_DIR") or store.default_dir()
     ini_timeout = config.getini("ondevice_timeout")
     try:

@@ -1,0 +1,247 @@
+"""Fleets: several devices per board, leased across runs, infrastructure kept apart from failures.
+
+The quick tests use `host` devices (the local machine, named twice in a fleet file);
+the slow ones real sshds on loopback as the Raspberry Pis of a farm.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from conftest import QUIET
+
+from pytest_ondevice import fleet
+from pytest_ondevice.schema import ConfigError
+
+SLEEPER = """
+    #include <unistd.h>
+    #include "micro_test.h"
+    TF_LITE_MICRO_TESTS_BEGIN
+    TF_LITE_MICRO_TEST(Sleeps) {{ usleep({ms} * 1000); TF_LITE_MICRO_EXPECT_EQ(1, 1); }}
+    TF_LITE_MICRO_TEST(Adds) {{ TF_LITE_MICRO_EXPECT_EQ(2, 1 + 1); }}
+    TF_LITE_MICRO_TESTS_END
+"""
+
+HOST_FLEET = """
+    [fleet]
+    lease_dir = "leases"
+
+    [device.h1]
+    board = "host"
+    tags = ["rack-a"]
+
+    [device.h2]
+    board = "host"
+    tags = ["rack-b"]
+"""
+
+
+def sleepers(project, names, ms: int = 200) -> None:
+    for name in names:
+        project.write(f"{name}_test.c", SLEEPER.format(ms=ms))
+
+
+def junit_cases(path: Path) -> dict[str, dict[str, str]]:
+    """Per test case: its properties, and "outcome"."""
+    cases = {}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        outcome = "passed"
+        for tag in ("failure", "error", "skipped"):
+            if case.find(tag) is not None:
+                outcome = tag
+        props["outcome"] = outcome
+        cases[f"{case.get('classname')}.{case.get('name')}"] = props
+    return cases
+
+
+# -- the fleet file ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[device.p1]\nbaord = "rpi"\n', "fleet.toml: unknown key 'device.p1.baord' (did you mean 'device.p1.board'?)"),
+        ('[device.p1]\naddress = "x"\n', "fleet.toml: device 'p1': 'board' is missing"),
+        ('[device.p1]\nboard = "rpo"\n', "fleet.toml: device 'p1': unknown board 'rpo'"),
+        ('[device.p1]\nboard = "rpi"\njobs = 0\n', "fleet.toml: device 'p1': 'jobs' must be a whole number >= 1"),
+        ('[device.p1]\nboard = "rpi"\njobs = "2"\n', "fleet.toml: 'device.p1.jobs' must be an integer, not a string"),
+        ('[device."p 1"]\nboard = "rpi"\n', "fleet.toml: device 'p 1': a device name may hold letters"),
+        ('[fleet]\nquarantine_after = 0\n[device.p1]\nboard = "rpi"\n', "'fleet.quarantine_after' must be a whole"),
+        ("[fleet]\n", "fleet.toml: no devices"),
+        ("[device.p1\n", "fleet.toml: not valid TOML"),
+    ],
+)
+def test_a_fleet_file_error_names_the_file_the_device_and_the_key(tmp_path, text, message):
+    path = tmp_path / "fleet.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        fleet.load(path, ["rpi", "host"])
+    assert message in str(e.value)
+
+
+def test_device_for_every_board_or_for_one():
+    assert fleet.split_device_options(["qemu"], ["rpi", "host"]) == ("qemu", {})
+    assert fleet.split_device_options(["rpi=pi4.lab", "qemu"], ["rpi", "host"]) == ("qemu", {"rpi": "pi4.lab"})
+    # an address holding '=' is not mistaken for a board's name
+    assert fleet.split_device_options(["tcp=x"], ["rpi"]) == ("tcp=x", {})
+    with pytest.raises(ConfigError, match="--device is given twice"):
+        fleet.split_device_options(["a", "b"], ["rpi"])
+    devices = fleet.implicit(["rpi", "host"], ["rpi=pi4.lab"]).devices
+    assert [(d.board, d.address) for d in devices] == [("rpi", "pi4.lab"), ("host", None)]
+
+
+def test_a_bad_fleet_is_a_usage_error_before_anything_is_built(project):
+    project.write("farm.toml", '[device.p1]\nboard = "nosuch"\n')
+    sleepers(project, ["a"])
+    result = project.pytester.runpytest("--fleet=farm.toml", "-p", "no:cacheprovider", *QUIET)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*farm.toml: device 'p1': unknown board 'nosuch'*"])
+    assert not (project.path / "_build").exists()
+
+
+def test_device_and_fleet_together_is_a_usage_error(project):
+    project.write("farm.toml", HOST_FLEET)
+    result = project.pytester.runpytest("--fleet=farm.toml", "--device=x", "-p", "no:cacheprovider", *QUIET)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--device and --fleet together*"])
+
+
+def test_a_boards_device_placed_by_board_equals_where(project):
+    """--device=BOARD=WHERE moves one board of a matrix; a form its transport does not take says so."""
+    sleepers(project, ["a"], ms=1)
+    result = project.run("--device=host=somewhere", "a_test.c")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--device=somewhere names no device of board host*"])
+
+
+# -- spreading and leasing --------------------------------------------------------------
+
+
+def test_binaries_are_spread_over_the_boards_devices_and_each_runs_once(project):
+    project.write("farm.toml", HOST_FLEET)
+    sleepers(project, ["a", "b", "c", "d"])
+    result = project.pytester.runpytest("--fleet=farm.toml", "--junitxml=j.xml", "-p", "no:cacheprovider", *QUIET)
+    result.assert_outcomes(passed=8)
+    result.stdout.fnmatch_lines(["ondevice build:*; 4 binaries run*"])
+    cases = junit_cases(project.path / "j.xml")
+    by_binary = {}
+    for name, props in cases.items():
+        by_binary.setdefault(name.split(".")[0], set()).add(props["device"])
+    assert all(len(devices) == 1 for devices in by_binary.values()), by_binary  # one deploy per binary
+    assert set().union(*by_binary.values()) == {"h1", "h2"}  # both devices worked
+
+
+def test_a_fleet_tag_selects_devices(project):
+    project.write("farm.toml", HOST_FLEET)
+    sleepers(project, ["a", "b"], ms=1)
+    result = project.pytester.runpytest(
+        "--fleet=farm.toml", "--fleet-tag=rack-b", "--junitxml=j.xml", "-p", "no:cacheprovider", *QUIET
+    )
+    result.assert_outcomes(passed=4)
+    assert {p["device"] for p in junit_cases(project.path / "j.xml").values()} == {"h2"}
+
+
+def test_with_xdist_each_binary_runs_once_on_one_worker(project):
+    project.write("farm.toml", HOST_FLEET)
+    sleepers(project, ["a", "b", "c", "d"], ms=50)
+    result = project.pytester.runpytest_subprocess(
+        "--fleet=farm.toml", "-n", "2", "--junitxml=j.xml", "-p", "no:cacheprovider", *QUIET
+    )
+    result.assert_outcomes(passed=8)
+    result.stdout.fnmatch_lines(["ondevice build:*; 4 binaries run*(by 2 workers)*"])
+    cases = junit_cases(project.path / "j.xml")
+    assert {p["device"] for p in cases.values()} == {"h1", "h2"}
+
+
+ONE_DEVICE = """
+    [fleet]
+    lease_dir = "leases"
+
+    [device.shared-pi]
+    board = "host"
+"""
+
+
+def _background_run(project, test: str, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "pytest", "--fleet=farm.toml", test, "-p", "no:cacheprovider", *QUIET, *args],
+        cwd=project.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def _wait_for_lease(project, name: str = "shared-pi") -> str:
+    lock = project.path / "leases" / f"{name}.0.lock"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if lock.exists() and lock.read_text().strip():
+            return lock.read_text()
+        time.sleep(0.05)
+    raise AssertionError("the first run never leased the device")
+
+
+def test_two_runs_one_device_the_second_waits_saying_who_holds_it(project):
+    project.write("farm.toml", ONE_DEVICE)
+    sleepers(project, ["a"], ms=3000)
+    sleepers(project, ["b"], ms=1)
+    first = _background_run(project, "a_test.c")
+    try:
+        holder = _wait_for_lease(project)
+        assert f"pid {first.pid} on " in holder
+        started = time.monotonic()
+        second = project.pytester.runpytest("--fleet=farm.toml", "b_test.c", "-p", "no:cacheprovider", *QUIET)
+        waited = time.monotonic() - started
+    finally:
+        out = first.communicate(timeout=60)[0]
+    assert first.returncode == 0, out
+    second.assert_outcomes(passed=2)
+    second.stdout.fnmatch_lines(
+        [f"ondevice: waiting for a device of board host: shared-pi is leased by pid {first.pid} on *"]
+    )
+    assert waited > 1.0  # it really waited for the first run's binary
+
+
+def test_lease_timeout_gives_up_with_an_error_not_a_failure(project):
+    project.write("farm.toml", ONE_DEVICE)
+    sleepers(project, ["a"], ms=4000)
+    sleepers(project, ["b"], ms=1)
+    first = _background_run(project, "a_test.c")
+    try:
+        _wait_for_lease(project)
+        second = project.pytester.runpytest(
+            "--fleet=farm.toml", "b_test.c", "--lease-timeout=0.5", "-p", "no:cacheprovider", *QUIET
+        )
+    finally:
+        first.communicate(timeout=60)
+    second.assert_outcomes(errors=2)
+    second.stdout.fnmatch_lines(
+        [f"*no device of board host came free within --lease-timeout=0.5 s; shared-pi is leased by pid {first.pid}*"]
+    )
+
+
+def test_a_killed_holder_leaves_no_stale_lease(project):
+    """SIGKILL leaves no chance to clean up; the kernel drops the lock with the process."""
+    project.write("farm.toml", ONE_DEVICE)
+    sleepers(project, ["a"], ms=30000)
+    sleepers(project, ["b"], ms=1)
+    first = _background_run(project, "a_test.c")
+    _wait_for_lease(project)
+    os.killpg(first.pid, signal.SIGKILL)  # pytest and the binary it runs
+    first.communicate(timeout=30)
+    started = time.monotonic()
+    second = project.pytester.runpytest(
+        "--fleet=farm.toml", "b_test.c", "--lease-timeout=5", "-p", "no:cacheprovider", *QUIET
+    )
+    second.assert_outcomes(passed=2)
+    assert time.monotonic() - started < 5
