@@ -119,6 +119,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="build every selected binary (size checks included) but run nothing",
     )
     group.addoption("--list-boards", action="store_true", help="list known boards and their status, then exit")
+    group.addoption(
+        "--ondevice-doctor",
+        action="store_true",
+        help="check the selected boards' toolchains and every device of the fleet, then exit (pytest-ondevice "
+        "doctor)",
+    )
     parser.addini("ondevice_board", "default board(s) when --board is not given", default="")
     parser.addini("ondevice_files", "glob patterns of C/C++ test sources", default=DEFAULT_FILES)
     parser.addini("ondevice_timeout", "default device timeout in seconds", default="")
@@ -147,6 +153,14 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
         from .cli import print_boards
 
         return print_boards(registry(config))
+    if config.getoption("ondevice_doctor"):
+        from .doctor import run
+
+        try:
+            return run(config)
+        except pytest.UsageError as e:
+            print(f"doctor: {e}")
+            return pytest.ExitCode.USAGE_ERROR
     return None
 
 

@@ -368,21 +368,7 @@ class OnDeviceSession:
         return transport
 
     def table_for(self, board: Board, device: Device | None = None) -> tuple[dict, str | None]:
-        """The board's [transport], or its [emulator] when the emulator's transport claims
-        the device's address, with the address meant for it."""
-        where = device.address if device is not None else None
-        if where is None:
-            return board.transport, None
-        main = transports.load(board.transport["name"])
-        emulator = transports.load(board.emulator["name"]) if board.emulator else None
-        if emulator is not None and emulator.claims(where):
-            return board.emulator or {}, None
-        if main.claims(where):
-            return board.transport, where
-        forms = [*main.device_forms, *(emulator.device_forms if emulator else ())]
-        accepted = f"accepted: {', '.join(forms)}" if forms else "it takes no --device"
-        named = f"device {device.name}'s address" if self.fleet.shared else "--device="
-        raise InfrastructureError(f"{named}{where} names no device of board {board.name} ({main.name}); {accepted}")
+        return device_table(board, device, self.fleet.shared)
 
     def check_addresses(self) -> None:
         """Every device's address is a form its board's transport takes: a usage error now,
@@ -417,3 +403,21 @@ class OnDeviceSession:
         self._transports.clear()
         self.builder.close(self.settings.cache_max_size)
         self._scratch.cleanup()
+
+
+def device_table(board: Board, device: Device | None, from_fleet: bool = False) -> tuple[dict, str | None]:
+    """The board's [transport], or its [emulator] when the emulator's transport claims the
+    device's address, with the address meant for it."""
+    where = device.address if device is not None else None
+    if where is None:
+        return board.transport, None
+    main = transports.load(board.transport["name"])
+    emulator = transports.load(board.emulator["name"]) if board.emulator else None
+    if emulator is not None and emulator.claims(where):
+        return board.emulator or {}, None
+    if main.claims(where):
+        return board.transport, where
+    forms = [*main.device_forms, *(emulator.device_forms if emulator else ())]
+    accepted = f"accepted: {', '.join(forms)}" if forms else "it takes no --device"
+    named = f"device {device.name}'s address " if from_fleet else "--device="
+    raise InfrastructureError(f"{named}{where} names no device of board {board.name} ({main.name}); {accepted}")

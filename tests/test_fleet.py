@@ -245,3 +245,21 @@ def test_a_killed_holder_leaves_no_stale_lease(project):
     )
     second.assert_outcomes(passed=2)
     assert time.monotonic() - started < 5
+
+
+def test_doctor_names_a_missing_toolchain_with_its_package_and_fails(project):
+    project.write(
+        "boards/ghost.toml",
+        'extends = "host"\n[toolchain]\ngnu = "nosuch-linux-gnu"\ndebian_package = "gcc-nosuch-linux-gnu"\n',
+    )
+    project.write("farm.toml", '[device.g1]\nboard = "ghost"\n[device.h1]\nboard = "host"\n')
+    result = project.pytester.runpytest("--ondevice-doctor", "--fleet=farm.toml", "-p", "no:cacheprovider", *QUIET)
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(
+        [
+            "ghost * missing: *gcc-nosuch-linux-gnu*",
+            "host * found: cc *",
+            "h1 * host * (board default) * reachable*",
+            "doctor: 1 board(s) cannot run: ghost",
+        ]
+    )

@@ -137,3 +137,22 @@ def test_a_board_whose_every_device_is_down_ends_at_once_with_one_clear_error(fa
     assert "failed" not in text.splitlines()[-1]
     assert f"every device of board {farm.board} is quarantined for the rest of this run" in text
     result.stdout.fnmatch_lines(["*pi-1: set aside after 2*", "*pi-2: set aside after 2*"])
+
+
+def test_doctor_says_which_device_answers_and_why_not(farm):
+    fleet_file(farm, "pi-1", "dead-pi")
+    result = farm.pytester.runpytest("--ondevice-doctor", "--fleet=farm.toml", "-p", "no:cacheprovider", *QUIET)
+    assert result.ret == 0  # the board can run: one of its devices answers
+    result.stdout.fnmatch_lines(
+        [
+            f"{farm.board} * found: aarch64-linux-gnu-gcc*ssh*",
+            "device * board * address * status * why / how to fix",
+            "pi-1 * pi-1 * reachable * opened in *",
+            "dead-pi * dead-pi * unreachable * cannot connect*",
+            "doctor: every board can run (2 device(s) checked)",
+        ]
+    )
+    fleet_file(farm, "dead-pi")
+    result = farm.pytester.runpytest("--ondevice-doctor", "--fleet=farm.toml", "-p", "no:cacheprovider", *QUIET)
+    assert result.ret == 1
+    result.stdout.fnmatch_lines([f"doctor: 1 board(s) cannot run: {farm.board}"])
