@@ -1,4 +1,4 @@
-"""The `pytest-ondevice` command: tools around the plugin (`boards` for now)."""
+"""The `pytest-ondevice` command: tools around the plugin (`boards`, `cache`, `report`)."""
 
 from __future__ import annotations
 
@@ -78,6 +78,39 @@ def cache_command(action: str, where: Path | None, out=None) -> int:
     return 0
 
 
+def report_command(db: Path, out: Path, threshold: str, last: int) -> int:
+    """A --history file as one HTML page; a missing or foreign file is one line and exit 1."""
+    from . import bench
+    from .history import HistoryError, load
+    from .report import MatplotlibMissing, write
+
+    try:
+        pct = bench.parse_threshold(threshold)
+    except ValueError:
+        print(f"pytest-ondevice report: --threshold={threshold!r}: expected a percentage such as 5%", file=sys.stderr)
+        return 2
+    try:
+        written = write(load(db, last), out, pct, last)
+    except (HistoryError, MatplotlibMissing) as e:
+        print(f"pytest-ondevice report: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"pytest-ondevice report: cannot write {out}: {e.strerror or e}", file=sys.stderr)
+        return 1
+    print(f"report written to {written}")
+    return 0
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number of runs, 1 or more")
+    return value
+
+
 def _mib(size: int) -> str:
     return f"{size / (1 << 20):.1f} MiB"
 
@@ -101,11 +134,23 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="the cache to look at (default: $ONDEVICE_CACHE_DIR, else ~/.cache/pytest-ondevice)",
     )
+    report = sub.add_parser("report", help="a --history file as a static HTML page (trends, new failures)")
+    report.add_argument("history", type=Path, help="the SQLite file pytest --history=FILE appended to")
+    report.add_argument("--html", type=Path, required=True, metavar="OUT", help="the HTML file to write")
+    report.add_argument(
+        "--threshold",
+        default="5%",
+        metavar="PCT",
+        help="a kernel slower than the median of its earlier runs by more than this is flagged (default 5%%)",
+    )
+    report.add_argument("--last", type=_positive, default=30, metavar="N", help="look at the last N runs (default 30)")
     args = parser.parse_args(argv)
     if args.command == "boards":
         return print_boards(BoardRegistry(args.boards_dir))
     if args.command == "cache":
         return cache_command(args.action, args.cache_dir)
+    if args.command == "report":
+        return report_command(args.history, args.html, args.threshold, args.last)
     return 2  # pragma: no cover
 
 

@@ -1,9 +1,497 @@
-"""--history: each run appended to SQLite (placeholder; see HistoryRecorder)."""
+"""--history: each run appended to a SQLite file, for `pytest-ondevice report`.
+
+Several runs may append to one file at once (nightlies per board, a fleet's workers'
+controllers): WAL mode, a long busy timeout, and one BEGIN IMMEDIATE transaction per run,
+written at the end so a run that dies halfway leaves nothing half-recorded."""
 
 from __future__ import annotations
 
+import json
+import socket
+import sqlite3
+import subprocess
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT = 60.0  # seconds another run may hold the write lock before we give up
+MESSAGE_MAX = 500  # characters of a failure's text kept per result
+OUTCOMES = ("passed", "failed", "error", "skipped")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (schema_version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY,
+    started TEXT NOT NULL,
+    finished TEXT NOT NULL,
+    git_rev TEXT,
+    git_dirty INTEGER,
+    host TEXT,
+    args TEXT,
+    exitstatus INTEGER,
+    passed INTEGER NOT NULL DEFAULT 0,
+    failed INTEGER NOT NULL DEFAULT 0,
+    error INTEGER NOT NULL DEFAULT 0,
+    skipped INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS results (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    nodeid TEXT NOT NULL,
+    case_name TEXT NOT NULL,
+    board TEXT,
+    device TEXT,
+    binary_sha256 TEXT,
+    outcome TEXT NOT NULL,
+    duration REAL,
+    message TEXT,
+    retried_after TEXT
+);
+CREATE TABLE IF NOT EXISTS benches (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    nodeid TEXT NOT NULL,
+    case_name TEXT NOT NULL,
+    board TEXT,
+    device TEXT,
+    binary_sha256 TEXT,
+    name TEXT NOT NULL,
+    unit TEXT,
+    median REAL,
+    min REAL,
+    max REAL,
+    us REAL,
+    deterministic INTEGER,
+    record TEXT
+);
+CREATE INDEX IF NOT EXISTS results_run ON results(run_id);
+CREATE INDEX IF NOT EXISTS benches_run ON benches(run_id);
+"""
+
+
+class HistoryError(Exception):
+    """The history file cannot be used: said in one line, naming the file."""
+
+
+@dataclass
+class Run:
+    started: str  # UTC, ISO 8601
+    finished: str
+    git_rev: str | None = None
+    git_dirty: bool | None = None
+    host: str | None = None
+    args: list[str] = field(default_factory=list)
+    exitstatus: int | None = None
+    counts: dict[str, int] = field(default_factory=dict)  # outcome -> results (filled by append and load)
+    id: int | None = None
+
+
+@dataclass
+class Result:
+    nodeid: str
+    case_name: str
+    outcome: str  # passed, failed, error (setup or teardown: the device, not the code), skipped
+    board: str | None = None  # None: a plain Python test
+    device: str | None = None
+    binary_sha256: str | None = None
+    duration: float = 0.0
+    message: str | None = None
+    retried_after: str | None = None  # "device: error; ..." of devices that failed before this one ran it
+    run_id: int | None = None
+
+
+@dataclass
+class Bench:
+    nodeid: str
+    case_name: str
+    name: str
+    unit: str
+    median: float
+    min: float
+    max: float
+    board: str | None = None
+    device: str | None = None
+    binary_sha256: str | None = None
+    us: float | None = None
+    deterministic: bool = False
+    record: dict | None = None  # the record as the report carried it
+    run_id: int | None = None
+
+
+@dataclass
+class History:
+    """The runs of a history file, oldest first, with their results and latency records."""
+
+    runs: list[Run]
+    results: list[Result]
+    benches: list[Bench]
+    total_runs: int  # in the file; runs holds the last N when load() was asked for fewer
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """Open (creating if need be) a history file for appending; HistoryError if it is not one."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None)
+    except (OSError, sqlite3.Error) as e:
+        raise HistoryError(f"{path}: cannot open the history file ({e})") from None
+    try:
+        _prepare(db, path)
+    except sqlite3.Error as e:
+        db.close()
+        raise HistoryError(f"{path}: not a usable pytest-ondevice history file ({e})") from None
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def _prepare(db: sqlite3.Connection, path: Path) -> None:
+    """Checked before anything is written (a foreign file is left as it was), then WAL (readers
+    never block the writer), then the tables, made once by whichever run comes first."""
+    _check(db, path)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        for statement in SCHEMA.split(";"):  # not executescript: it would commit
+            if statement.strip():
+                db.execute(statement)
+        if db.execute("SELECT schema_version FROM meta").fetchone() is None:
+            db.execute("INSERT INTO meta (schema_version) VALUES (?)", (SCHEMA_VERSION,))
+        db.execute("COMMIT")
+    finally:
+        if db.in_transaction:
+            db.rollback()
+
+
+def _check(db: sqlite3.Connection, path: Path) -> bool:
+    """False for an empty database; HistoryError for someone else's, or another schema version's."""
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if not tables:
+        return False
+    if "meta" not in tables:
+        found = ", ".join(sorted(tables))
+        raise HistoryError(f"{path}: a SQLite database, but not a pytest-ondevice history (tables: {found})")
+    row = db.execute("SELECT schema_version FROM meta").fetchone()
+    if row is not None and row[0] != SCHEMA_VERSION:
+        raise HistoryError(
+            f"{path}: history schema version {row[0]}, this pytest-ondevice reads version {SCHEMA_VERSION} "
+            "(written by another version: use a new file, or that version)"
+        )
+    return True
+
+
+def append_run(db: sqlite3.Connection, run: Run, results: list[Result], benches: list[Bench]) -> int:
+    """One run with its results and records, in one transaction; returns the run's id."""
+    counts = {o: sum(r.outcome == o for r in results) for o in OUTCOMES}
+    run.counts = counts
+    db.execute("BEGIN IMMEDIATE")  # the write lock now: waits up to BUSY_TIMEOUT for another run's append
+    try:
+        cur = db.execute(
+            "INSERT INTO runs (started, finished, git_rev, git_dirty, host, args, exitstatus, passed, failed, error, "
+            "skipped) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                run.started,
+                run.finished,
+                run.git_rev,
+                None if run.git_dirty is None else int(run.git_dirty),
+                run.host,
+                json.dumps(run.args),
+                run.exitstatus,
+                *(counts[o] for o in OUTCOMES),
+            ),
+        )
+        run_id = cur.lastrowid
+        db.executemany(
+            "INSERT INTO results (run_id, nodeid, case_name, board, device, binary_sha256, outcome, duration, "
+            "message, retried_after) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    run_id,
+                    r.nodeid,
+                    r.case_name,
+                    r.board,
+                    r.device,
+                    r.binary_sha256,
+                    r.outcome,
+                    r.duration,
+                    r.message,
+                    r.retried_after,
+                )
+                for r in results
+            ],
+        )
+        db.executemany(
+            "INSERT INTO benches (run_id, nodeid, case_name, board, device, binary_sha256, name, unit, median, min, "
+            "max, us, deterministic, record) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    run_id,
+                    b.nodeid,
+                    b.case_name,
+                    b.board,
+                    b.device,
+                    b.binary_sha256,
+                    b.name,
+                    b.unit,
+                    b.median,
+                    b.min,
+                    b.max,
+                    b.us,
+                    int(b.deterministic),
+                    json.dumps(b.record) if b.record is not None else None,
+                )
+                for b in benches
+            ],
+        )
+        db.execute("COMMIT")
+    finally:
+        if db.in_transaction:
+            db.rollback()
+    run.id = run_id
+    return run_id
+
+
+def load(path: Path, last: int | None = None) -> History:
+    """The history in a file (its last `last` runs); HistoryError if there is none to read."""
+    path = Path(path)
+    if not path.is_file():
+        raise HistoryError(f"{path}: no such history file")
+    try:
+        db = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True, timeout=BUSY_TIMEOUT)
+    except sqlite3.Error as e:
+        raise HistoryError(f"{path}: cannot open the history file ({e})") from None
+    try:
+        return _read(db, path, last)
+    except sqlite3.Error as e:
+        raise HistoryError(f"{path}: not a pytest-ondevice history file ({e})") from None
+    finally:
+        db.close()
+
+
+def _read(db: sqlite3.Connection, path: Path, last: int | None) -> History:
+    if not _check(db, path):
+        return History([], [], [], 0)
+    total = db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+    chosen = "SELECT id FROM runs ORDER BY started DESC, id DESC LIMIT ?"
+    limit = last if last is not None else -1
+    runs = [
+        Run(
+            started=r[1],
+            finished=r[2],
+            git_rev=r[3],
+            git_dirty=None if r[4] is None else bool(r[4]),
+            host=r[5],
+            args=json.loads(r[6]) if r[6] else [],
+            exitstatus=r[7],
+            counts=dict(zip(OUTCOMES, r[8:12], strict=True)),
+            id=r[0],
+        )
+        for r in db.execute(
+            "SELECT id, started, finished, git_rev, git_dirty, host, args, exitstatus, passed, failed, error, skipped "
+            f"FROM runs WHERE id IN ({chosen}) ORDER BY started, id",
+            (limit,),
+        )
+    ]
+    results = [
+        Result(
+            nodeid=r[1],
+            case_name=r[2],
+            board=r[3],
+            device=r[4],
+            binary_sha256=r[5],
+            outcome=r[6],
+            duration=r[7] or 0.0,
+            message=r[8],
+            retried_after=r[9],
+            run_id=r[0],
+        )
+        for r in db.execute(
+            "SELECT run_id, nodeid, case_name, board, device, binary_sha256, outcome, duration, message, "
+            f"retried_after FROM results WHERE run_id IN ({chosen})",
+            (limit,),
+        )
+    ]
+    benches = [
+        Bench(
+            nodeid=r[1],
+            case_name=r[2],
+            board=r[3],
+            device=r[4],
+            binary_sha256=r[5],
+            name=r[6],
+            unit=r[7],
+            median=r[8],
+            min=r[9],
+            max=r[10],
+            us=r[11],
+            deterministic=bool(r[12]),
+            record=json.loads(r[13]) if r[13] else None,
+            run_id=r[0],
+        )
+        for r in db.execute(
+            "SELECT run_id, nodeid, case_name, board, device, binary_sha256, name, unit, median, min, max, us, "
+            f"deterministic, record FROM benches WHERE run_id IN ({chosen})",
+            (limit,),
+        )
+    ]
+    return History(runs, results, benches, total)
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def git_state(root: Path) -> tuple[str | None, bool | None]:
+    """(HEAD, dirty) of the repository holding root; (None, None) outside one or without git."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10, check=False
+        )
+        if head.returncode != 0:
+            return None, None
+        status = subprocess.run(
+            ["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None, None
+    dirty = bool(status.stdout.strip()) if status.returncode == 0 else None
+    return head.stdout.strip() or None, dirty
+
+
+def case_name(nodeid: str, board: str | None) -> str:
+    """The case as its source names it: after the last '::', without our '[board]' suffix."""
+    name = nodeid.rsplit("::", 1)[-1]
+    suffix = f"[{board}]"
+    if board and name.endswith(suffix):
+        name = name[: -len(suffix)]
+    return name
+
+
+class _Test:
+    """What the reports of one nodeid said, phase by phase."""
+
+    def __init__(self) -> None:
+        self.phases: dict[str, str] = {}  # when -> passed/failed/skipped
+        self.message: str | None = None
+        self.duration = 0.0
+        self.props: dict[str, str] = {}
+        self.benches: list[dict] = []
+
+    def outcome(self) -> str:
+        if self.phases.get("setup") == "failed" or self.phases.get("collect") == "failed":
+            return "error"
+        if self.phases.get("call") == "failed":
+            return "failed"
+        if self.phases.get("teardown") == "failed":
+            return "error"
+        if "skipped" in self.phases.values():
+            return "skipped"
+        return "passed"
+
+
+def _message(report) -> str:
+    longrepr = report.longrepr
+    skip = isinstance(longrepr, tuple) and len(longrepr) == 3  # (path, line, "Skipped: why")
+    text = str(longrepr[2]) if skip else report.longreprtext
+    return text[:MESSAGE_MAX]
+
 
 class HistoryRecorder:
-    def __init__(self, config, path) -> None:
+    """The plugin --history registers on the controller: gathers every report, appends the
+    run at the end of the session."""
+
+    def __init__(self, config: pytest.Config, path: Path) -> None:
         self.config = config
-        self.path = path
+        self.path = Path(path)
+        self.started = now()
+        self.tests: dict[str, _Test] = {}
+        self.written: int | None = None
+        self.failure: str | None = None
+        try:  # now, not at the end: a wrong file is a usage error before anything is built
+            connect(self.path).close()
+        except HistoryError as e:
+            raise pytest.UsageError(f"--history: {e}") from None
+
+    def _note(self, report, when: str) -> None:
+        test = self.tests.setdefault(report.nodeid, _Test())
+        test.phases[when] = report.outcome
+        test.duration += getattr(report, "duration", 0.0) or 0.0
+        if report.outcome != "passed" and test.message is None:
+            test.message = _message(report)
+        for name, value in getattr(report, "user_properties", ()):
+            if name == "ondevice_bench":
+                if when == "call":
+                    test.benches.append(json.loads(value))
+            else:
+                test.props[name] = str(value)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self._note(report, report.when)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:  # a source that cannot be collected: an error of its own
+            self._note(report, "collect")
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        rev, dirty = git_state(self.config.rootpath)
+        run = Run(
+            started=self.started,
+            finished=now(),
+            git_rev=rev,
+            git_dirty=dirty,
+            host=socket.gethostname(),
+            args=list(self.config.invocation_params.args),
+            exitstatus=int(exitstatus),
+        )
+        results, benches = [], []
+        for nodeid, test in self.tests.items():
+            board = test.props.get("board")
+            where = {
+                "nodeid": nodeid,
+                "case_name": case_name(nodeid, board),
+                "board": board,
+                "device": test.props.get("device"),
+                "binary_sha256": test.props.get("binary_sha256"),
+            }
+            outcome = test.outcome()
+            message = None if outcome == "passed" else test.message
+            results.append(
+                Result(
+                    **where,
+                    outcome=outcome,
+                    duration=test.duration,
+                    message=message,
+                    retried_after=test.props.get("retried_after"),
+                )
+            )
+            for record in test.benches:
+                benches.append(
+                    Bench(
+                        **{**where, "device": record.get("device_name") or where["device"]},
+                        name=record["name"],
+                        unit=record["unit"],
+                        median=record["median"],
+                        min=record["min"],
+                        max=record["max"],
+                        us=record.get("us"),
+                        deterministic=bool(record.get("deterministic")),
+                        record=record,
+                    )
+                )
+        try:
+            db = connect(self.path)
+            try:
+                self.written = append_run(db, run, results, benches)
+            finally:
+                db.close()
+        except (HistoryError, sqlite3.Error) as e:
+            self.failure = str(e)
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if self.failure:
+            terminalreporter.write_line(f"ondevice history: this run was NOT recorded: {self.failure}", red=True)
+        elif self.written is not None:
+            terminalreporter.write_line(f"ondevice history: run {self.written} appended to {self.path}")

@@ -16,6 +16,7 @@ APT_PACKAGES=(
   openssh-server openssh-client         # the SSH transport's tests run a real sshd
   adb                                   # the ADB transport's tests run the real adb server
   pkgconf                               # pkg_config in ondevice.toml, per board
+  chromium                              # the report test renders the page in headless Chromium
 )
 
 missing=()

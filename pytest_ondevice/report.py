@@ -1,0 +1,547 @@
+"""`pytest-ondevice report`: a history file as one static HTML page to read in the morning.
+
+The page needs no server, no network and no script to be read: charts are PNGs drawn by
+matplotlib and embedded as data URLs (its one inline script only lets a headless browser
+say that every chart decoded). matplotlib is imported when a report is drawn, never by the
+plugin."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import re
+import shlex
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from .history import Bench, History, Result, Run
+
+DEFAULT_LAST = 30  # runs in the window the charts and tables look at
+MAX_PANELS = 24  # latency panels drawn at most; the newly slow ones first
+INSTALL_HINT = "pip install 'pytest-ondevice[report]'"
+
+
+class MatplotlibMissing(Exception):
+    """The report extra is not installed."""
+
+
+# -- what the history says ---------------------------------------------------------------
+
+
+@dataclass
+class Series:
+    """One kernel on one board over the runs: its median per run."""
+
+    board: str
+    name: str
+    unit: str
+    deterministic: bool
+    points: list[tuple[int, float]]  # (index of the run in the window, median)
+
+    @property
+    def reference(self) -> float | None:
+        """The median of the earlier runs' medians: what the latest run is held against."""
+        earlier = [m for _, m in self.points[:-1]]
+        return statistics.median(earlier) if earlier else None
+
+    @property
+    def latest(self) -> float:
+        return self.points[-1][1]
+
+    def change(self) -> float | None:
+        """The latest run against the reference, in %."""
+        ref = self.reference
+        return (self.latest - ref) / ref * 100 if ref else None
+
+
+def series(history: History) -> list[Series]:
+    """Every (board, kernel) measured in the window; a run that measured one twice counts its median."""
+    index = {run.id: i for i, run in enumerate(history.runs)}
+    grouped: dict[tuple[str, str, str], dict[int, list[Bench]]] = defaultdict(lambda: defaultdict(list))
+    for b in history.benches:
+        grouped[(b.board or "-", b.name, b.unit)][index[b.run_id]].append(b)
+    found = []
+    for (board, name, unit), runs in sorted(grouped.items()):
+        points = [(i, statistics.median(b.median for b in runs[i])) for i in sorted(runs)]
+        deterministic = all(b.deterministic for bs in runs.values() for b in bs)
+        found.append(Series(board, name, unit, deterministic, points))
+    return found
+
+
+def _results_by_run(history: History) -> dict[int, list[Result]]:
+    by_run: dict[int, list[Result]] = defaultdict(list)
+    for r in history.results:
+        by_run[r.run_id].append(r)
+    return by_run
+
+
+def _latest_run_of_board(history: History, boards: dict[int, set[str | None]], board: str | None) -> int | None:
+    """The index of the last run in the window with results on this board (runs of other
+    boards may have finished after it: nightlies per board append to one file)."""
+    for i in range(len(history.runs) - 1, -1, -1):
+        if board in boards[history.runs[i].id]:
+            return i
+    return None
+
+
+def _boards_by_run(history: History) -> dict[int, set[str | None]]:
+    boards: dict[int, set[str | None]] = defaultdict(set)
+    for r in history.results:
+        boards[r.run_id].add(r.board)
+    return boards
+
+
+@dataclass
+class NewFailure:
+    result: Result
+    before: str  # the previous run's outcome on that board, or "not run"
+
+
+def new_failures(history: History) -> list[NewFailure] | None:
+    """Failures and errors of the latest run that passed (or did not run) in the previous run
+    of the same board; None when there is no earlier run to compare with."""
+    if len(history.runs) < 2:
+        return None
+    by_run = _results_by_run(history)
+    outcomes = {run_id: {r.nodeid: r.outcome for r in rs} for run_id, rs in by_run.items()}
+    outcomes.update({run.id: {} for run in history.runs if run.id not in outcomes})
+    boards = _boards_by_run(history)
+    latest = history.runs[-1]
+    found = []
+    for r in sorted(by_run[latest.id], key=lambda r: r.nodeid):
+        if r.outcome not in ("failed", "error"):
+            continue
+        previous = next((run for run in reversed(history.runs[:-1]) if r.board in boards[run.id]), None)
+        if previous is None:
+            continue  # this board's first run: nothing to be new against
+        before = outcomes[previous.id].get(r.nodeid, "not run")
+        if before in ("passed", "not run"):
+            found.append(NewFailure(r, before))
+    return found
+
+
+def slow_kernels(all_series: list[Series], history: History, threshold: float) -> list[Series]:
+    """Kernels whose latest median (in their board's latest run) is over reference * (1 + threshold %)."""
+    latest_of_board = {}
+    boards = _boards_by_run(history)
+    found = []
+    for s in all_series:
+        if s.board not in latest_of_board:
+            latest_of_board[s.board] = _latest_run_of_board(history, boards, s.board)
+        change = s.change()
+        if change is not None and change > threshold and s.points[-1][0] == latest_of_board[s.board]:
+            found.append(s)
+    return sorted(found, key=lambda s: -(s.change() or 0))
+
+
+@dataclass
+class Flaky:
+    nodeid: str
+    case_name: str
+    board: str | None
+    binary_sha256: str
+    passed: int
+    failed: int
+    last: str
+
+
+def flaky(history: History) -> list[Flaky]:
+    """Cases that both passed and failed on the very same binary: the code did not change, the verdict did."""
+    groups: dict[tuple[str, str], list[Result]] = defaultdict(list)
+    order = {run.id: i for i, run in enumerate(history.runs)}
+    for r in history.results:
+        if r.binary_sha256 and r.outcome in ("passed", "failed"):
+            groups[(r.nodeid, r.binary_sha256)].append(r)
+    found = []
+    for (nodeid, sha), rs in groups.items():
+        outcomes = [r.outcome for r in sorted(rs, key=lambda r: order[r.run_id])]
+        if "passed" in outcomes and "failed" in outcomes:
+            passed, failed = outcomes.count("passed"), outcomes.count("failed")
+            found.append(Flaky(nodeid, rs[0].case_name, rs[0].board, sha, passed, failed, outcomes[-1]))
+    return sorted(found, key=lambda f: (-f.failed, f.nodeid))
+
+
+@dataclass
+class DeviceStats:
+    device: str
+    board: str | None
+    passed: int = 0
+    failed: int = 0
+    errors: int = 0  # results that were infrastructure errors on this device
+    retried_away: int = 0  # binaries that had to move to another device after an error here
+    last_error: str = ""
+    last_error_run: int = -1  # index in the window
+
+    @property
+    def pass_rate(self) -> float | None:
+        ran = self.passed + self.failed
+        return self.passed / ran * 100 if ran else None
+
+
+_RETRIED = re.compile(r"(?:^|; )(\S+): ")
+
+
+def _retried_devices(text: str, known: set[str]) -> list[str]:
+    """The devices in a "dev: error; dev2: error" note. Errors may hold "; word: " too, so
+    after the first (a device by construction) only names seen as devices count."""
+    names = _RETRIED.findall(text)
+    return [n for i, n in enumerate(names) if n in known or (i == 0 and text.startswith(f"{n}: "))]
+
+
+def devices(history: History) -> list[DeviceStats]:
+    """Per device, over the window: verdicts, infrastructure errors, binaries moved elsewhere."""
+    stats: dict[str, DeviceStats] = {}
+    order = {run.id: i for i, run in enumerate(history.runs)}
+    known = {r.device for r in history.results if r.device}
+    for r in sorted(history.results, key=lambda r: order[r.run_id]):
+        name = r.device or r.board
+        if name is None:
+            continue  # a plain Python test
+        s = stats.setdefault(name, DeviceStats(name, r.board))
+        if r.outcome == "passed":
+            s.passed += 1
+        elif r.outcome == "failed":
+            s.failed += 1
+        elif r.outcome == "error":
+            s.errors += 1
+            s.last_error, s.last_error_run = (r.message or "").strip(), order[r.run_id]
+        for other in _retried_devices(r.retried_after or "", known):
+            o = stats.setdefault(other, DeviceStats(other, r.board))
+            o.retried_away += 1
+            o.last_error, o.last_error_run = r.retried_after or "", order[r.run_id]
+    return sorted(stats.values(), key=lambda s: (s.board or "", s.device))
+
+
+# -- charts --------------------------------------------------------------------------------
+
+
+def _pyplot():
+    try:
+        import matplotlib
+    except ImportError:
+        raise MatplotlibMissing(f"the report draws its charts with matplotlib: {INSTALL_HINT}") from None
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    return pyplot
+
+
+def _png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    fig.clf()
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _fmt(value: float) -> str:
+    return f"{value:,.0f}".replace(",", " ") if abs(value) >= 100 else f"{value:.3g}"
+
+
+def trend_chart(plt, s: Series, runs: list[Run], threshold: float) -> tuple[str, str]:
+    """(PNG as base64, alt text) of one kernel on one board."""
+    from matplotlib.ticker import EngFormatter
+
+    fig, ax = plt.subplots(figsize=(3.7, 1.85))
+    xs, ys = zip(*s.points, strict=True)
+    ax.plot(xs, ys, marker="o", markersize=3, linewidth=1.2, color="#1f5fa8")
+    ref, change = s.reference, s.change()
+    alt = f"{s.name} on {s.board}: latest median {_fmt(s.latest)} {s.unit} over {len(xs)} runs"
+    if ref is not None:
+        limit = ref * (1 + threshold / 100)
+        ax.axhline(ref, color="#888888", linewidth=0.8, linestyle=":")
+        ax.axhline(limit, color="#c0392b", linewidth=1.0, linestyle="--")
+        slow = change is not None and change > threshold
+        ax.plot([xs[-1]], [ys[-1]], marker="o", markersize=6, color="#c0392b" if slow else "#1f5fa8")
+        alt += f"; reference {_fmt(ref)}, {change:+.1f} % ({'over' if slow else 'within'} the {threshold:g} % limit)"
+        low, high = min(*ys, ref), max(*ys, limit)
+    else:
+        low, high = min(ys), max(ys)
+        alt += "; no earlier run to compare with"
+    pad = (high - low) * 0.15 or abs(high) * 0.05 or 1
+    ax.set_ylim(low - pad, high + pad)
+    title = f"{s.name} · {s.board} · {s.unit}"
+    wrap = len(title) > 46  # wider than the panel: the unit goes on a second line
+    ax.set_title(f"{s.name} · {s.board}\n{s.unit}" if wrap else title, fontsize=8.5)
+    ticks = _ticks(xs)
+    ax.set_xticks(ticks, [runs[i].started[5:10] for i in ticks], fontsize=7)
+    ax.yaxis.set_major_formatter(EngFormatter(sep=""))  # 130k, not 130000
+    ax.tick_params(axis="y", labelsize=7)
+    ax.grid(True, axis="y", linewidth=0.3)
+    # fixed margins: tight_layout would cost a third of the drawing time
+    fig.subplots_adjust(left=0.14, right=0.97, top=0.80 if wrap else 0.87, bottom=0.14)
+    png = _png(fig)
+    plt.close(fig)
+    return png, alt
+
+
+def _ticks(xs: tuple[int, ...], most: int = 5) -> list[int]:
+    """At most `most` runs labelled, evenly spread, the first and the latest among them."""
+    if len(xs) <= most:
+        return list(xs)
+    step = (len(xs) - 1) / (most - 1)
+    return sorted({xs[round(k * step)] for k in range(most)})
+
+
+def device_chart(plt, stats: list[DeviceStats]) -> tuple[str, str]:
+    """Pass rate and infrastructure errors per device, side by side."""
+    names = [s.device if s.device == s.board or not s.board else f"{s.device} ({s.board})" for s in stats]
+    rates = [s.pass_rate if s.pass_rate is not None else 0 for s in stats]
+    errors = [s.errors + s.retried_away for s in stats]
+    height = 0.9 + 0.28 * len(stats)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(8.6, height), sharey=True)
+    y = range(len(stats))
+    left.barh(y, rates, color=["#2e8b57" if r >= 99.95 else "#e0a800" if r >= 90 else "#c0392b" for r in rates])
+    left.set_yticks(list(y), names, fontsize=8)
+    left.invert_yaxis()
+    left.set_xlim(0, 100)
+    left.set_title("pass rate (%), passed / (passed + failed)", fontsize=9)
+    for i, s in enumerate(stats):
+        label = f"{s.pass_rate:.1f} %" if s.pass_rate is not None else "no verdict"
+        on_dark = rates[i] > 20 and (rates[i] >= 99.95 or rates[i] < 90)  # green and red bars; not amber
+        left.text(2, i, label, va="center", fontsize=7, color="white" if on_dark else "black")
+    right.barh(y, errors, color="#8e44ad")
+    right.set_title("infrastructure errors", fontsize=9)
+    right.set_xlim(0, max(1, *errors) * 1.15)
+    right.xaxis.get_major_locator().set_params(integer=True)
+    for ax in (left, right):
+        ax.tick_params(axis="x", labelsize=7)
+        ax.grid(True, axis="x", linewidth=0.3)
+    fig.tight_layout()
+    png = _png(fig)
+    plt.close(fig)
+    parts = [
+        f"{n}: {s.pass_rate:.1f} % passed, {e} infrastructure errors"
+        if s.pass_rate is not None
+        else f"{n}: no verdict, {e} infrastructure errors"
+        for n, s, e in zip(names, stats, errors, strict=True)
+    ]
+    return png, "Pass rate per device: " + "; ".join(parts)
+
+
+# -- the page ------------------------------------------------------------------------------
+
+CSS = """
+body { font: 14px/1.45 system-ui, sans-serif; margin: 24px; color: #222; max-width: 1180px; }
+h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 17px; margin: 22px 0 6px; border-bottom: 1px solid #ddd; }
+.summary span { display: inline-block; margin-right: 14px; }
+.bad { color: #c0392b; font-weight: 600; } .ok { color: #2e8b57; font-weight: 600; } .muted { color: #777; }
+.grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(360px, 1fr)); gap: 6px; }
+img.chart { max-width: 100%; border: 1px solid #eee; }
+table { border-collapse: collapse; margin: 4px 0 8px; } td, th { padding: 3px 10px; border-bottom: 1px solid #eee;
+  text-align: left; vertical-align: top; } th { background: #f5f5f5; } td.num { text-align: right; }
+td { white-space: nowrap; } code, .msg { font: 12px ui-monospace, monospace; }
+td.msg { white-space: pre-wrap; max-width: 560px; }
+"""
+
+# Not needed to see the page: it lets a headless browser say that every chart decoded.
+SCRIPT = """window.addEventListener("load", function () {
+  var imgs = document.querySelectorAll("img.chart"), n = 0;
+  for (var i = 0; i < imgs.length; i++) if (imgs[i].complete && imgs[i].naturalWidth > 0) n++;
+  document.body.dataset.chartsLoaded = n;
+});"""
+
+
+def _e(value) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _table(headers: list[str], rows: list[list[str]], cls: str) -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(row) + "</tr>" for row in rows)
+    return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _td(value, cls: str = "") -> str:
+    return f'<td class="{cls}">{_e(value)}</td>' if cls else f"<td>{_e(value)}</td>"
+
+
+def _when(iso: str) -> str:
+    return iso.replace("T", " ").replace("+00:00", " UTC")
+
+
+def _header(history: History, last: int) -> str:
+    if not history.runs:
+        return "<h1>pytest-ondevice nightly report</h1><p>The history holds no runs yet.</p>"
+    run = history.runs[-1]
+    c = run.counts
+    rev = f"<code>{_e(run.git_rev[:12])}</code>" if run.git_rev else "not a git checkout"
+    if run.git_dirty:
+        rev += ' <span class="bad">(uncommitted changes)</span>'
+    totals = [
+        f'<span class="{"ok" if c.get("passed") else "muted"}">{c.get("passed", 0)} passed</span>',
+        f'<span class="{"bad" if c.get("failed") else "muted"}">{c.get("failed", 0)} failed</span>',
+        f'<span class="{"bad" if c.get("error") else "muted"}">{c.get("error", 0)} errors</span>',
+        f'<span class="muted">{c.get("skipped", 0)} skipped</span>',
+    ]
+    shown = len(history.runs)
+    window = f"the last {shown}" if shown < history.total_runs else f"all {shown}"
+    plural = "" if history.total_runs == 1 else "s"
+    finished = _when(run.finished)
+    if finished[:10] == run.started[:10]:
+        finished = finished[11:]  # the same day: the time is enough
+    return (
+        "<h1>pytest-ondevice nightly report</h1>"
+        f'<p class="summary"><span>Latest run: <b>{_e(_when(run.started))}</b> to {_e(finished)}'
+        f"</span><span>revision {rev}</span><span>host {_e(run.host or '?')}</span>"
+        f"<span>exit status {_e(run.exitstatus)}</span></p>"
+        f'<p class="summary">{"".join(totals)}</p>'
+        f'<p class="muted">{history.total_runs} run{plural} in the history; charts and tables cover {window} '
+        f"(--last {last}). Command: <code>pytest {_e(shlex.join(run.args))}</code></p>"
+    )
+
+
+def _trends(plt, history: History, all_series: list[Series], slow: list[Series], threshold: float) -> str:
+    out = ["<h2>Latency per kernel and board</h2>"]
+    if not all_series:
+        return out[0] + "<p>No latency records in these runs (no case uses ONDEVICE_BENCH).</p>"
+    out.append(
+        f'<p class="muted">Median per run; dotted: reference (median of the earlier runs); dashed: the '
+        f"{threshold:g} % regression limit.</p>"
+    )
+    slow_keys = {(s.board, s.name) for s in slow}
+    ordered = sorted(all_series, key=lambda s: ((s.board, s.name) not in slow_keys, s.board, s.name))
+    out.append('<div class="grid">')
+    for s in ordered[:MAX_PANELS]:
+        png, alt = trend_chart(plt, s, history.runs, threshold)
+        out.append(f'<img class="chart" alt="{_e(alt)}" title="{_e(alt)}" src="data:image/png;base64,{png}">')
+    out.append("</div>")
+    if len(ordered) > MAX_PANELS:
+        out.append(f'<p class="muted">{len(ordered) - MAX_PANELS} more series not drawn (slow ones come first).</p>')
+    return "".join(out)
+
+
+def _device_errors_section(stats: list[DeviceStats], history: History) -> str:
+    out = ["<h2>Devices with errors</h2>"]
+    bad = [s for s in stats if s.errors or s.retried_away]
+    if not bad:
+        out.append('<p class="ok">None.</p>' if history.runs else "<p>No runs.</p>")
+        return "".join(out)
+    rows = [
+        [
+            _td(s.device),
+            _td(s.board or ""),
+            _td(s.errors, "num"),
+            _td(s.retried_away, "num"),
+            _td(_when(history.runs[s.last_error_run].started)[:16] if s.last_error_run >= 0 else ""),
+            _td(s.last_error[:300], "msg"),
+        ]
+        for s in sorted(bad, key=lambda s: -(s.errors + s.retried_away))
+    ]
+    headers = ["device", "board", "errors", "moved elsewhere", "last error at", "last error"]
+    out.append(_table(headers, rows, "device-errors"))
+    return "".join(out)
+
+
+def _pass_rate_section(plt, stats: list[DeviceStats]) -> str:
+    out = ["<h2>Pass rate and infrastructure errors per device</h2>"]
+    if not stats:
+        return out[0] + "<p>No device ran a test in these runs.</p>"
+    png, alt = device_chart(plt, stats)
+    out.append(f'<img class="chart" alt="{_e(alt)}" title="{_e(alt)}" src="data:image/png;base64,{png}">')
+    return "".join(out)
+
+
+def _failures_section(found: list[NewFailure] | None) -> str:
+    out = ["<h2>New failures since the previous run</h2>"]
+    if found is None:
+        out.append("<p>No earlier run to compare with.</p>")
+    elif not found:
+        out.append('<p class="ok">None.</p>')
+    else:
+        rows = [
+            [
+                _td(f.result.case_name),
+                _td(f.result.nodeid.split("::", 1)[0]),
+                _td(f.result.board or ""),
+                _td(f.result.device or ""),
+                _td(f.result.outcome),
+                _td(f.before),
+                _td((f.result.message or "").strip()[:300], "msg"),
+            ]
+            for f in found
+        ]
+        out.append(_table(["case", "file", "board", "device", "now", "before", "message"], rows, "new-failures"))
+    return "".join(out)
+
+
+def _slow_section(all_series: list[Series], slow: list[Series], threshold: float) -> str:
+    out = [f"<h2>Newly slow kernels (over {threshold:g} %)</h2>"]
+    if not any(s.reference is not None for s in all_series):
+        out.append(
+            "<p>No earlier run to compare with.</p>" if all_series else "<p>No latency records in these runs.</p>"
+        )
+    elif not slow:
+        out.append('<p class="ok">None.</p>')
+    else:
+        rows = [
+            [
+                _td(s.name),
+                _td(s.board),
+                _td(s.unit + ("" if s.deterministic else " (wall clock: noisy)")),
+                _td(_fmt(s.reference or 0), "num"),
+                _td(_fmt(s.latest), "num"),
+                _td(f"{s.change():+.1f} %", "num bad"),
+            ]
+            for s in slow
+        ]
+        out.append(_table(["kernel", "board", "unit", "reference", "latest", "change"], rows, "slow-kernels"))
+    return "".join(out)
+
+
+def _flaky_section(found: list[Flaky], runs: int) -> str:
+    out = ["<h2>Flaky cases (same binary, both passed and failed)</h2>"]
+    if runs < 2:
+        out.append("<p>No earlier run to compare with.</p>")
+    elif not found:
+        out.append('<p class="ok">None.</p>')
+    else:
+        rows = [
+            [
+                _td(f.case_name),
+                _td(f.nodeid.split("::", 1)[0]),
+                _td(f.board or ""),
+                f"<td><code>{_e(f.binary_sha256[:12])}</code></td>",
+                _td(f.passed, "num"),
+                _td(f.failed, "num"),
+                _td(f.last),
+            ]
+            for f in found
+        ]
+        out.append(_table(["case", "file", "board", "binary", "passed", "failed", "last"], rows, "flaky"))
+    return "".join(out)
+
+
+def render(history: History, threshold: float = 5.0, last: int = DEFAULT_LAST) -> str:
+    """The whole page as one string (threshold in %)."""
+    plt = _pyplot()
+    all_series = series(history)
+    slow = slow_kernels(all_series, history, threshold)
+    stats = devices(history)
+    body = [
+        _header(history, last),
+        _failures_section(new_failures(history)),
+        _slow_section(all_series, slow, threshold),
+        _flaky_section(flaky(history), len(history.runs)),
+        _device_errors_section(stats, history),
+    ]
+    if history.runs:  # what needs doing first, then the pictures
+        body.append(_pass_rate_section(plt, stats))
+        body.append(_trends(plt, history, all_series, slow, threshold))
+    charts = sum(part.count('<img class="chart"') for part in body)
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        "<title>pytest-ondevice nightly report</title>"
+        f"<style>{CSS}</style><script>{SCRIPT}</script></head>"
+        f'<body data-charts="{charts}">{"".join(body)}</body></html>\n'
+    )
+
+
+def write(history: History, out: Path, threshold: float = 5.0, last: int = DEFAULT_LAST) -> Path:
+    out = Path(out)
+    text = render(history, threshold, last)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    return out

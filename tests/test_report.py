@@ -1,0 +1,228 @@
+"""`pytest-ondevice report`: a history written by the recorder's own functions, read as a
+person reads it in the morning (in headless Chromium: every chart decoded, the right names
+in the tables)."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from pytest_ondevice import report
+from pytest_ondevice.cli import main
+from pytest_ondevice.history import Bench, Result, Run, append_run, connect, load
+
+# board -> (bench unit, deterministic, devices)
+BOARDS = {
+    "bluepill-qemu": ("instructions", True, ["bluepill-qemu"]),
+    "mps2-an386": ("instructions", True, ["mps2-an386"]),
+    "rpi": ("ns", False, ["pi-1", "pi-2"]),
+}
+CASES = [  # (source, case, bench names)
+    ("examples/kernels/depthwise_conv_test.c", "SimpleTestQuantized", []),
+    ("examples/kernels/fully_connected_test.cc", "FullyConnected.Float", []),
+    ("examples/gemm/gemm_s8_test.c", "Int8OptimizedMatchesReferenceOnAllShapes", []),
+    ("examples/gemm/gemm_s8_test.c", "BenchInt8Gemm32", ["gemm_s8_naive_32", "gemm_s8_opt_32"]),
+    ("examples/gemm/gemm_f32_test.c", "BenchF32Gemm16", ["gemm_f32_naive_16", "gemm_f32_opt_16"]),
+    ("examples/model/mlp_test.c", "MlpInt8", ["mlp_int8_64_32_10"]),
+    ("examples/io/uart_echo_test.c", "EchoesAtSpeed", []),
+]
+BASE = {"gemm_s8_naive_32": 253204, "gemm_s8_opt_32": 129169, "gemm_f32_naive_16": 61440, "gemm_f32_opt_16": 35012}
+BASE["mlp_int8_64_32_10"] = 22830
+PI2_DOWN = "pi-2: cannot connect to 10.0.0.12:22: timed out after 10 s"
+
+
+def _sha(*parts: str) -> str:
+    return hashlib.sha256("/".join(parts).encode()).hexdigest()
+
+
+def synthetic(path, nights: int = 5) -> None:
+    """Nightly runs of three boards. In the last night gemm_s8_opt_32 on bluepill-qemu got 20 %
+    slower and SimpleTestQuantized fails on mps2-an386 (both binaries rebuilt); EchoesAtSpeed
+    flips on rpi on one unchanged binary; pi-2 cannot be reached on some nights (its binaries
+    move to pi-1; one night its cases are errors). docs/nightly-report.png: nights=14."""
+    rnd = random.Random(7)
+    db = connect(path)
+    last = nights - 1
+    for night in range(nights):
+        day = f"2026-11-{night + 1:02d}"
+        run = Run(
+            started=f"{day}T02:00:{night:02d}+00:00",
+            finished=f"{day}T02:14:{night:02d}+00:00",
+            git_rev=_sha("rev", str(night))[:40],
+            git_dirty=False,
+            host="nightly-1",
+            args=["--board=bluepill-qemu,mps2-an386,rpi", "--fleet=lab.toml", "--history=out/history.db"],
+            exitstatus=1 if night in (2, 5, last) else 0,
+        )
+        results, benches = [], []
+        pi2_down = night in (1, 3, last)
+        for board, (unit, deterministic, devices) in BOARDS.items():
+            for i, (source, case, bench_names) in enumerate(CASES):
+                if case == "EchoesAtSpeed" and board != "rpi":
+                    continue
+                changed = night == last and (
+                    (source.endswith("gemm_s8_test.c") and board == "bluepill-qemu")
+                    or (case == "SimpleTestQuantized" and board == "mps2-an386")
+                )
+                where = {
+                    "nodeid": f"{source}::{case}[{board}]",
+                    "case_name": case,
+                    "board": board,
+                    "device": devices[i % len(devices)],
+                    "binary_sha256": _sha(source, board, "v2" if changed else "v1"),
+                }
+                outcome, message, retried = "passed", None, None
+                if where["device"] == "pi-2" and pi2_down:
+                    where["device"], retried = "pi-1", PI2_DOWN
+                if case == "SimpleTestQuantized" and board == "mps2-an386" and night == last:
+                    outcome, message = "failed", "output[0] == 71 failed at depthwise_conv_test.c:88 (70 vs 71)"
+                if case == "EchoesAtSpeed" and night in (2, 5):
+                    outcome, message = "failed", "timed out after 2s while this case was running"
+                if board == "rpi" and night == 3 and where["device"] == "pi-1" and i < 2:
+                    outcome, message, where["device"] = "error", PI2_DOWN + "; then no other device", "pi-2"
+                results.append(Result(**where, outcome=outcome, duration=0.4, message=message, retried_after=retried))
+                for name in bench_names if outcome == "passed" else []:
+                    factor = 1.0 if deterministic else rnd.uniform(0.98, 1.02)
+                    if name == "gemm_s8_opt_32" and board == "bluepill-qemu" and night == last:
+                        factor = 1.2
+                    median = BASE[name] * factor * (1.6 if board == "rpi" else 1.0)
+                    if board == "rpi":
+                        median /= 3  # ns at 1.2 GHz, roughly
+                    spread = 0 if deterministic else median * 0.01
+                    benches.append(
+                        Bench(
+                            **where,
+                            name=name,
+                            unit=unit,
+                            median=round(median, 1),
+                            min=round(median - spread, 1),
+                            max=round(median + spread, 1),
+                            deterministic=deterministic,
+                        )
+                    )
+        results.append(Result("tests/test_tools.py::test_fleet_file_parses", "test_fleet_file_parses", "passed"))
+        append_run(db, run, results, benches)
+    db.close()
+
+
+@pytest.fixture
+def history_db(tmp_path):
+    path = tmp_path / "history.db"
+    synthetic(path)
+    return path
+
+
+def test_the_analysis_names_the_slow_kernel_the_new_failure_the_flaky_case_and_the_bad_device(history_db):
+    history = load(history_db)
+    assert len(history.runs) == history.total_runs == 5
+    new = report.new_failures(history)
+    assert [(f.result.case_name, f.result.board, f.before) for f in new] == [
+        ("SimpleTestQuantized", "mps2-an386", "passed")
+    ]
+    slow = report.slow_kernels(report.series(history), history, 5.0)
+    assert [(s.name, s.board, round(s.change())) for s in slow] == [("gemm_s8_opt_32", "bluepill-qemu", 20)]
+    assert report.slow_kernels(report.series(history), history, 25.0) == []
+    flaky = report.flaky(history)
+    assert [(f.case_name, f.board, f.passed, f.failed) for f in flaky] == [("EchoesAtSpeed", "rpi", 4, 1)]
+    bad = {s.device: (s.errors, s.retried_away) for s in report.devices(history) if s.errors or s.retried_away}
+    assert bad == {"pi-2": (2, 9)}
+
+
+def _table_column(dom: str, cls: str, col: int = 0) -> list[str]:
+    table = re.search(rf'<table class="{cls}">(.*?)</table>', dom, re.S)
+    assert table, f"no table {cls} in the page"
+    rows = re.findall(r"<tr>(.*?)</tr>", table.group(1), re.S)
+    cells = [re.findall(r"<td[^>]*>(.*?)</td>", row, re.S) for row in rows]
+    return [c[col] for c in cells if c]
+
+
+def _chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        pytest.skip("chromium is not on PATH (scripts/setup.sh installs it): the page cannot be opened")
+    return found
+
+
+def _dump_dom(html_path) -> str:
+    cmd = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000"]
+    out = subprocess.run([*cmd, "--dump-dom", html_path.as_uri()], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_the_page_opens_in_a_browser_with_every_chart_drawn_and_the_right_names(history_db, tmp_path, capsys):
+    out = tmp_path / "site" / "nightly.html"
+    assert main(["report", str(history_db), "--html", str(out)]) == 0
+    assert capsys.readouterr().out.strip() == f"report written to {out}"
+    text = out.read_text()
+    assert "http://" not in text and "https://" not in text  # opens from disk, offline
+    dom = _dump_dom(out)
+    charts = int(re.search(r'data-charts="(\d+)"', dom).group(1))
+    assert charts == 5 * 3 + 1  # a panel per (board, kernel), the devices chart
+    assert re.search(r'data-charts-loaded="(\d+)"', dom).group(1) == str(charts)
+    alts = re.findall(r'<img class="chart" alt="([^"]+)"', dom)
+    assert len(alts) == charts and all(alts)
+    assert alts[0].startswith("Pass rate per device: bluepill-qemu: 100.0 % passed")
+    assert alts[1].startswith("gemm_s8_opt_32 on bluepill-qemu") and "over the 5 % limit" in alts[1]  # slow first
+    assert all("within the 5 % limit" in a for a in alts[2:])
+    assert _table_column(dom, "new-failures") == ["SimpleTestQuantized"]
+    assert _table_column(dom, "slow-kernels") == ["gemm_s8_opt_32"]
+    assert _table_column(dom, "slow-kernels", 5) == ["+20.0 %"]
+    assert _table_column(dom, "flaky") == ["EchoesAtSpeed"]
+    assert _table_column(dom, "device-errors") == ["pi-2"]
+    assert "5 runs in the history" in dom
+
+
+def test_threshold_and_last_choose_what_counts(history_db, tmp_path):
+    out = tmp_path / "r.html"
+    assert main(["report", str(history_db), "--html", str(out), "--threshold", "25%", "--last", "2"]) == 0
+    text = out.read_text()
+    assert 'class="slow-kernels"' not in text and "Newly slow kernels (over 25 %)" in text
+    assert "charts and tables cover the last 2" in text
+    assert _table_column(text, "new-failures") == ["SimpleTestQuantized"]
+    assert 'class="flaky"' not in text  # its flip is outside the last two nights
+
+
+def test_an_empty_history_one_run_and_no_benches_all_render(tmp_path):
+    path = tmp_path / "h.db"
+    connect(path).close()
+    out = tmp_path / "empty.html"
+    assert main(["report", str(path), "--html", str(out)]) == 0
+    assert "The history holds no runs yet." in out.read_text()
+    db = connect(path)
+    run = Run(started="2026-11-01T02:00:00+00:00", finished="2026-11-01T02:01:00+00:00", host="h")
+    append_run(db, run, [Result("a_test.c::A[host]", "A", "failed", board="host", device="host", message="x")], [])
+    db.close()
+    assert main(["report", str(path), "--html", str(out)]) == 0
+    text = out.read_text()
+    assert text.count("No earlier run to compare with.") == 2  # new failures, flaky
+    assert "No latency records in these runs" in text
+    assert text.count('<img class="chart"') == 1  # the devices chart
+
+
+def test_a_missing_or_foreign_file_is_one_line_and_exit_1(tmp_path, capsys):
+    assert main(["report", str(tmp_path / "nope.db"), "--html", str(tmp_path / "r.html")]) == 1
+    err = capsys.readouterr().err
+    assert err == f"pytest-ondevice report: {tmp_path / 'nope.db'}: no such history file\n"
+    (tmp_path / "notes.db").write_text("not sqlite at all\n" * 100)
+    assert main(["report", str(tmp_path / "notes.db"), "--html", str(tmp_path / "r.html")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not a pytest-ondevice history file" in err
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_without_matplotlib_the_report_says_what_to_install(history_db, tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
+    assert main(["report", str(history_db), "--html", str(tmp_path / "r.html")]) == 1
+    assert "pip install 'pytest-ondevice[report]'" in capsys.readouterr().err
+
+
+def test_the_plugin_and_the_report_module_do_not_import_matplotlib():
+    code = "import sys, pytest_ondevice.report, pytest_ondevice.history; sys.exit('matplotlib' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
