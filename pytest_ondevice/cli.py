@@ -1,4 +1,4 @@
-"""The `pytest-ondevice` command: tools around the plugin (`boards`, `cache`, `report`)."""
+"""The `pytest-ondevice` command: tools around the plugin (`boards`, `cache`, `report`, `doctor`)."""
 
 from __future__ import annotations
 
@@ -115,6 +115,17 @@ def _mib(size: int) -> str:
     return f"{size / (1 << 20):.1f} MiB"
 
 
+def doctor_command(fleet: str | None, boards: list[str], rest: list[str]) -> int:
+    """Inside pytest's own configuration: ini options, board dirs and transports as a run sees them."""
+    import pytest
+
+    argv = ["--ondevice-doctor", "-p", "no:cacheprovider", *rest]
+    if fleet:
+        argv.append(f"--fleet={fleet}")
+    argv += [f"--board={b}" for b in boards]
+    return int(pytest.main(argv))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pytest-ondevice", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -144,7 +155,19 @@ def main(argv: list[str] | None = None) -> int:
         help="a kernel slower than the median of its earlier runs by more than this is flagged (default 5%%)",
     )
     report.add_argument("--last", type=_positive, default=30, metavar="N", help="look at the last N runs (default 30)")
-    args = parser.parse_args(argv)
+    doctor = sub.add_parser(
+        "doctor",
+        help="what can run: each board's toolchain, each fleet device reachable or why not",
+        description="Checks as a run would (the project's ini file and board directories are read): "
+        "pytest-ondevice doctor --fleet farm.toml, or --board NAME. Other pytest options pass through.",
+    )
+    doctor.add_argument("--fleet", metavar="FILE", help="the fleet file to check")
+    doctor.add_argument("--board", action="append", default=[], metavar="NAME[,NAME]", help="boards to check")
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "doctor":
+        return doctor_command(args.fleet, args.board, rest)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.command == "boards":
         return print_boards(BoardRegistry(args.boards_dir))
     if args.command == "cache":

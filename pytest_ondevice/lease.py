@@ -115,8 +115,10 @@ class Leases:
         timeout: float | None,
         stop: threading.Event,
         say: Callable[[str], None] | None = None,
+        prefer: set[str] | frozenset[str] = frozenset(),
     ) -> Lease:
-        """A lease on one of the devices, waiting while all are held (another run, a worker)."""
+        """A lease on one of the devices, waiting while all are held (another run, a worker);
+        the preferred ones (already connected) are tried first."""
         if not devices:
             raise InfrastructureError("no device to lease")
         started = time.monotonic()
@@ -126,6 +128,7 @@ class Leases:
                 self._turn += 1
                 turn = self._turn
             order = devices[turn % len(devices) :] + devices[: turn % len(devices)]
+            order.sort(key=lambda d: d.name not in prefer)  # stable: the turn order within each group
             for device in order:
                 lease = self.try_take(device)
                 if lease is not None:

@@ -122,8 +122,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--ondevice-doctor",
         action="store_true",
-        help="check the selected boards' toolchains and every device of the fleet, then exit (pytest-ondevice "
-        "doctor)",
+        help="check the selected boards' toolchains and every device of the fleet, then exit (pytest-ondevice doctor)",
     )
     parser.addini("ondevice_board", "default board(s) when --board is not given", default="")
     parser.addini("ondevice_files", "glob patterns of C/C++ test sources", default=DEFAULT_FILES)

@@ -252,7 +252,9 @@ class OnDeviceSession:
                     return BinaryResult(infra_error=self.board_down(spec.board.name), artifact=artifact)
                 break
             try:
-                lease = self.leases.take(candidates, self.settings.lease_timeout, self.stopping, self.settings.say)
+                lease = self.leases.take(
+                    candidates, self.settings.lease_timeout, self.stopping, self.settings.say, set(self._transports)
+                )
             except InfrastructureError as e:
                 if not failed:
                     return BinaryResult(infra_error=str(e), artifact=artifact)
@@ -345,10 +347,14 @@ class OnDeviceSession:
                 self.push_skipped += 1
 
     def connect(self, boards: list[Board]) -> None:
-        """Start connecting to every device now, while collection and build checks go on."""
+        """Start connecting to a board's device now, while collection and build checks go on.
+
+        A board of several devices connects to each when it first leases it: an xdist
+        worker may never use most of them, and a handshake costs CPU the others need."""
         for board in boards:
-            for device in self.fleet.for_board(board.name):
-                self._opening(device)
+            devices = self.fleet.for_board(board.name)
+            if len(devices) == 1:
+                self._opening(devices[0])
 
     def _opening(self, device: Device) -> Future:
         return self._started(self._open, device.name, lambda: self._build_pool.submit(self._open_transport, device))

@@ -23,3 +23,16 @@ class BinaryScheduling(LoadScopeScheduling):
         if sep and name.endswith("]") and any(fnmatch.fnmatch(path.rsplit("/", 1)[-1], p) for p in self.patterns):
             return f"{path}::[{name.rsplit('[', 1)[-1]}"  # the file and the board: one binary
         return nodeid.rsplit("::", 1)[0]  # anything else: by module or class, as loadscope does
+
+    def _reschedule(self, node) -> None:
+        """One binary queued behind the running one, not loadscope's two: a binary holds a
+        device for seconds, and a worker that took more than its share makes the others wait
+        at the end of the run."""
+        if node.shutting_down:
+            return
+        if not self.workqueue:
+            node.shutdown()
+            return
+        if self._pending_of(self.assigned_work[node]) > 1:
+            return
+        self._assign_work_unit(node)

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The device farm's nightly job: check the farm, run the matrix on it, keep the
+# history and write the morning report.
+#
+#   examples/nightly/run.sh [extra pytest args]
+#
+# FLEET (default: this directory's farm.toml), OUT (default: out/) and TESTS
+# (default: examples/) may be set in the environment. The exit status is the test
+# run's: non-zero when a test failed or a device could not be used.
+set -uo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+FLEET="${FLEET:-$here/farm.toml}"
+OUT="${OUT:-out}"
+TESTS="${TESTS:-examples/}"
+mkdir -p "$OUT"
+
+# What is reachable and what is missing; a board that cannot run is said here and
+# again by its tests' errors, so the run goes on with the others.
+pytest-ondevice doctor --fleet "$FLEET" || echo "nightly: some boards cannot run (see above); running the rest"
+
+status=0
+pytest --fleet="$FLEET" -n auto "$TESTS" -p no:cacheprovider \
+  --junitxml="$OUT/junit.xml" --bench-json="$OUT/bench.json" --history="$OUT/history.db" "$@" || status=$?
+
+pytest-ondevice report "$OUT/history.db" --html "$OUT/nightly.html" || status=${status:-1}
+echo "nightly: report in $OUT/nightly.html, JUnit in $OUT/junit.xml, history in $OUT/history.db"
+exit "$status"

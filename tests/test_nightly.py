@@ -1,0 +1,41 @@
+"""The nightly job as shipped (examples/nightly/run.sh on its emulated farm), end to end."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+
+def test_the_nightly_script_runs_the_farm_and_writes_junit_history_and_the_report(project):
+    project.copy_examples()
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "OUT": "out"}
+    env["TESTS"] = "examples/kernels"
+    for night in (1, 2):
+        done = subprocess.run(
+            ["bash", str(REPO / "examples/nightly/run.sh"), "-n", "2"],
+            cwd=project.path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    out = project.path / "out"
+    assert "doctor: every board can run (3 device(s) checked)" in done.stdout
+    assert "16 passed" in done.stdout  # 8 cases on each of the farm's 2 boards
+    with sqlite3.connect(out / "history.db") as db:
+        runs = db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+        devices = {row[0] for row in db.execute("SELECT DISTINCT device FROM results WHERE board IS NOT NULL")}
+    assert runs == 2
+    assert devices <= {"bluepill-qemu-a", "bluepill-qemu-b", "mps2-an386"} and "mps2-an386" in devices
+    assert (out / "junit.xml").stat().st_size > 0
+    page = (out / "nightly.html").read_text()
+    assert page.count('class="chart"') >= 1
