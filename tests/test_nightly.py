@@ -18,7 +18,7 @@ def test_the_nightly_script_runs_the_farm_and_writes_junit_history_and_the_repor
     project.copy_examples()
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "OUT": "out"}
     env["TESTS"] = "examples/kernels"
-    for night in (1, 2):
+    for _night in (1, 2):
         done = subprocess.run(
             ["bash", str(REPO / "examples/nightly/run.sh"), "-n", "2"],
             cwd=project.path,
