@@ -1,6 +1,6 @@
 """A device-bound suite on 1 vs 4 loopback "Pis" with `-n 4`, side by side in one run.
 
-    python benchmarks/fleet_speedup.py [--binaries 32] [--seconds 2] [--repeats 2]
+    python benchmarks/fleet_speedup.py [--binaries 32] [--seconds 3] [--repeats 2]
 
 Each device runs one binary at a time (`jobs = 1`), and each binary holds it for
 --seconds (a case that sleeps on the device, as a slow kernel or a long flash would),
@@ -80,7 +80,7 @@ def timed(root: Path, *args: str) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--binaries", type=int, default=32)
-    parser.add_argument("--seconds", type=float, default=2.0, help="how long each binary holds its device")
+    parser.add_argument("--seconds", type=float, default=3.0, help="how long each binary holds its device")
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
     if os.geteuid() != 0:

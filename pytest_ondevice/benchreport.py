@@ -83,7 +83,9 @@ class BenchReport:
                 "cxxflags": list(board.toolchain.cxxflags),
                 "ldflags": list(board.toolchain.ldflags),
             }
-        return {"device": self.config.getoption("device"), "boards": boards, "records": self.rows}
+        # --device as given (one value, or several BOARD=WHERE); each record names its device
+        device = ", ".join(self.config.getoption("device")) or None
+        return {"device": device, "fleet": self.config.getoption("fleet"), "boards": boards, "records": self.rows}
 
 
 def _write(path: Path, text: str) -> None:
