@@ -36,3 +36,21 @@ class BinaryScheduling(LoadScopeScheduling):
         if self._pending_of(self.assigned_work[node]) > 1:
             return
         self._assign_work_unit(node)
+
+    def remove_node(self, node) -> str | None:
+        """A worker that crashed: its running case is reported as the crash (by xdist) and
+        never handed out again; the rest of its binaries go back in the queue. (loadscope
+        requeues the crashed case too, so a binary that kills its worker would kill every
+        replacement until xdist gives up.)"""
+        workload = self.assigned_work.pop(node)
+        pending = [(scope, nodeid) for scope, unit in workload.items() for nodeid, done in unit.items() if not done]
+        if not pending:
+            return None
+        scope, crashitem = pending[0]
+        workload[scope][crashitem] = True
+        for scope, unit in workload.items():
+            if not all(unit.values()):
+                self.workqueue[scope] = unit
+        for other in self.assigned_work:
+            self._reschedule(other)
+        return crashitem

@@ -263,3 +263,30 @@ def test_doctor_names_a_missing_toolchain_with_its_package_and_fails(project):
             "doctor: 1 board(s) cannot run: ghost",
         ]
     )
+
+
+def test_an_xdist_worker_killed_while_holding_the_lease_does_not_block_the_device(project):
+    """The binary kills the worker that runs it (its parent) while that worker holds the
+    fleet's one device: xdist replaces the worker, and the device is free at once."""
+    project.write("farm.toml", ONE_DEVICE)
+    project.write(
+        "a_killer_test.c",
+        """
+        #include <signal.h>
+        #include <unistd.h>
+        #include "micro_test.h"
+        TF_LITE_MICRO_TESTS_BEGIN
+        TF_LITE_MICRO_TEST(KillsItsWorker) { kill(getppid(), SIGKILL); sleep(1); }
+        TF_LITE_MICRO_TESTS_END
+        """,
+    )
+    sleepers(project, ["b", "c", "d"], ms=300)
+    started = time.monotonic()
+    result = project.pytester.runpytest_subprocess(
+        "--fleet=farm.toml", "-n", "2", "--lease-timeout=20", "-p", "no:cacheprovider", *QUIET
+    )
+    assert time.monotonic() - started < 20
+    result.stdout.fnmatch_lines(["*worker*crashed*KillsItsWorker*"])
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed") == 6 and outcomes.get("failed") == 1, outcomes
+    assert "error" not in outcomes and "errors" not in outcomes

@@ -115,7 +115,7 @@ def test_a_device_killed_mid_run_the_run_finishes_and_its_binary_reruns_elsewher
     assert killed, "the slow binary never ran"
     assert time.monotonic() - started < 60
     result.assert_outcomes(passed=8)
-    result.stdout.fnmatch_lines(["*ondevice quarantine*", f"{killed[0]}: set aside after 1 infrastructure errors*"])
+    result.stdout.fnmatch_lines(["*ondevice quarantine*", f"{killed[0]}: set aside after * infrastructure errors*"])
     cases = junit_cases(farm.path / "j.xml")
     slow = [p for name, p in cases.items() if name.startswith("slow_test")]
     survivor = ({"pi-1", "pi-2"} - set(killed)).pop()
