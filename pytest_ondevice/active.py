@@ -33,7 +33,7 @@ def activate(config: pytest.Config) -> None:
     config.pluginmanager.register(BenchReport(config), "ondevice-bench-report")
     config.stash[BASELINE_KEY] = load_baseline(config)
     reg = registry(config)
-    fleet = _fleet(config, boards, reg)
+    fleet = fleet_for(config, boards, reg)
     try:
         for name in boards:
             reg.get(name)
@@ -69,7 +69,7 @@ def activate(config: pytest.Config) -> None:
         build_only=config.getoption("build_only"),
         defines=("ONDEVICE_BENCH_DISABLE=1",) if config.getoption("bench_disable") else (),
         retries=int(config.getini("ondevice_retries")),
-        transport_options=_transport_options(config),
+        transport_options=transport_options(config),
     )
     live = None
     if config.getoption("device_log") == "live" or config.getoption("capture") == "no":
@@ -96,7 +96,7 @@ def activate(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "bench: a C/C++ test case that measures latency (ONDEVICE_BENCH)")
 
 
-def _fleet(config: pytest.Config, boards: list[str], reg) -> Fleet:
+def fleet_for(config: pytest.Config, boards: list[str], reg) -> Fleet:
     """The devices of this run: the --fleet file's (of the selected boards), else one per board."""
     path = fleet_path(config)
     try:
@@ -153,7 +153,7 @@ def _runs_tests_here(config: pytest.Config) -> bool:
     return not is_controller
 
 
-def _transport_options(config: pytest.Config):
+def transport_options(config: pytest.Config):
     """The project's ini value for a transport option, as its declaration reads it (None:
     not set). Asked only for the transports a board uses: loading all of them costs ~40 ms."""
 

@@ -28,27 +28,35 @@ def print_boards(registry: BoardRegistry, out=None) -> int:
             rows.append((name, "-", "-", "invalid board file (see below)", "-"))
             invalid.append(str(e))
             continue
-        try:
-            tc = resolve(board)
-            tc_status = f"found: {tc.description}"
-        except ToolchainError as e:
-            tc_status = "missing: " + str(e).split("install one: ", 1)[-1]
+        tc_status = toolchain_status(board)[1]
         where = f"{board.transport_name} ({transport_status(board.transport)})"
         if board.emulator:
             forms = "|".join(load_transport(board.emulator["name"]).device_forms)
             where += f"; --device={forms}: {board.emulator['name']} ({transport_status(board.emulator)})"
         rows.append((name, board.kind, board.arch, tc_status, where))
-    header = ("board", "kind", "arch", "toolchain", "transport")
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
-    for row in [header, *rows]:
-        cells = [row[i].ljust(widths[i]) for i in range(4)]
-        print("  ".join([*cells, row[4]]).rstrip(), file=out)
+    print_table(("board", "kind", "arch", "toolchain", "transport"), rows, out)
     if invalid:  # said last, where a listing ends, and in the exit status
         print(f"\n{len(invalid)} board file(s) cannot be used:", file=out)
         for message in invalid:
             print(f"error: {message}", file=out)
         return 1
     return 0
+
+
+def toolchain_status(board) -> tuple[bool, str]:
+    """(found, "found: gcc ..." or "missing: <the install command>")."""
+    try:
+        return True, f"found: {resolve(board).description}"
+    except ToolchainError as e:
+        return False, "missing: " + str(e).split("install one: ", 1)[-1]
+
+
+def print_table(header: tuple[str, ...], rows: list[tuple[str, ...]], out) -> None:
+    """Columns padded to their widest cell; the last one, often long, is not padded."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
+    for row in [header, *rows]:
+        cells = [row[i].ljust(widths[i]) for i in range(len(header) - 1)]
+        print("  ".join([*cells, row[-1]]).rstrip(), file=out)
 
 
 def cache_command(action: str, where: Path | None, out=None) -> int:
@@ -127,6 +135,8 @@ def doctor_command(fleet: str | None, boards: list[str], rest: list[str]) -> int
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .report import DEFAULT_LAST  # matplotlib is imported only when a page is drawn
+
     parser = argparse.ArgumentParser(prog="pytest-ondevice", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     boards = sub.add_parser("boards", help="list the known boards and their status")
@@ -154,7 +164,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar="PCT",
         help="a kernel slower than the median of its earlier runs by more than this is flagged (default 5%%)",
     )
-    report.add_argument("--last", type=_positive, default=30, metavar="N", help="look at the last N runs (default 30)")
+    report.add_argument(
+        "--last",
+        type=_positive,
+        default=DEFAULT_LAST,
+        metavar="N",
+        help=f"look at the last N runs (default {DEFAULT_LAST})",
+    )
     doctor = sub.add_parser(
         "doctor",
         help="what can run: each board's toolchain, each fleet device reachable or why not",

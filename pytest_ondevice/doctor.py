@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import pytest
 
 from . import transports
+from .cli import print_table, toolchain_status
 from .fleet import Device
 
 OPEN_TIMEOUT = 30.0  # seconds for one device to answer
@@ -30,11 +31,10 @@ class Row:
 
 
 def run(config: pytest.Config, out=None) -> int:
-    from .active import _fleet, _transport_options
+    from .active import fleet_for, transport_options
     from .keys import selected_boards
     from .plugin import registry
     from .schema import ConfigError
-    from .toolchain import ToolchainError, resolve
 
     out = out or sys.stdout
     reg = registry(config)
@@ -42,7 +42,7 @@ def run(config: pytest.Config, out=None) -> int:
     if not boards:
         print("doctor: name the boards (--board=NAME) or the fleet (--fleet=FILE) to check", file=out)
         return 2
-    fleet = _fleet(config, boards, reg)
+    fleet = fleet_for(config, boards, reg)
     board_rows: dict[str, Row] = {}
     for name in boards:
         try:
@@ -50,13 +50,9 @@ def run(config: pytest.Config, out=None) -> int:
         except ConfigError as e:
             board_rows[name] = Row((name, "invalid board file", str(e)), False)
             continue
-        try:
-            tc = f"found: {resolve(board).description}"
-            tc_ok = True
-        except ToolchainError as e:
-            tc, tc_ok = "missing: " + str(e).split("install one: ", 1)[-1], False
+        tc_ok, tc = toolchain_status(board)
         board_rows[name] = Row((name, tc, f"{board.transport_name} ({transports.status(board.transport)})"), tc_ok)
-    ini = _transport_options(config)
+    ini = transport_options(config)
     known = reg.names()
     with ThreadPoolExecutor(max_workers=8) as pool:  # a farm's devices answer at once, not one by one
         checks = {d: pool.submit(_check_device, reg, fleet, d, ini) for d in fleet.devices if d.board in known}
@@ -64,9 +60,9 @@ def run(config: pytest.Config, out=None) -> int:
     for device, check in checks.items():
         ok, status, why = check.result()
         device_rows.append(Row((device.name, device.board, device.address or "(board default)", status, why), ok))
-    _table(("board", "toolchain", "transport"), [r.cells for r in board_rows.values()], out)
+    print_table(("board", "toolchain", "transport"), [r.cells for r in board_rows.values()], out)
     print(file=out)
-    _table(("device", "board", "address", "status", "why / how to fix"), [r.cells for r in device_rows], out)
+    print_table(("device", "board", "address", "status", "why / how to fix"), [r.cells for r in device_rows], out)
     down = [
         name
         for name, row in board_rows.items()
@@ -88,7 +84,7 @@ def _check_device(reg, fleet, device: Device, ini) -> tuple[bool, str, str]:
     try:
         table, where = device_table(board, device, fleet.shared)
         said = transports.status(table)
-        if said.startswith("missing") or "missing:" in said:
+        if "missing:" in said:
             return False, "unusable", said
         transport = transports.create(board, table, where, ini)
     except Exception as e:  # any reason is the answer to "why"
@@ -119,10 +115,3 @@ def _check_device(reg, fleet, device: Device, ini) -> tuple[bool, str, str]:
 def _one_line(error: BaseException) -> str:
     text = " ".join(str(error).split()) or type(error).__name__
     return text if len(text) <= 200 else text[:197] + "..."
-
-
-def _table(header: tuple[str, ...], rows: list[tuple[str, ...]], out) -> None:
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
-    for row in [header, *rows]:
-        cells = [row[i].ljust(widths[i]) for i in range(len(header) - 1)]
-        print("  ".join([*cells, row[-1]]).rstrip(), file=out)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from .schema import ConfigError, check, load_toml
@@ -42,9 +42,6 @@ class Device:
     tags: tuple[str, ...] = ()
     jobs: int | None = None  # None: the board's device_jobs
 
-    def describe(self) -> str:
-        return f"{self.name} ({self.address})" if self.address and self.address != self.name else self.name
-
 
 @dataclass
 class Fleet:
@@ -53,7 +50,6 @@ class Fleet:
     quarantine_after: int = DEFAULT_QUARANTINE_AFTER
     retries: int = DEFAULT_DEVICE_RETRIES
     lease_dir: Path | None = None  # None: the default (under the build cache)
-    boards_named: list[str] = field(default_factory=list)
 
     def for_board(self, board: str) -> list[Device]:
         return [d for d in self.devices if d.board == board]
@@ -141,4 +137,4 @@ def select(fleet: Fleet, boards: list[str], tags: list[str] | None = None) -> Fl
         having = ", ".join(fleet.boards())
         tagged = f" tagged {', '.join(tags)}" if tags else ""
         raise ConfigError(f"{fleet.path}: no device{tagged} of board {', '.join(missing)} (its boards: {having})")
-    return Fleet(devices, fleet.path, fleet.quarantine_after, fleet.retries, fleet.lease_dir, list(wanted))
+    return Fleet(devices, fleet.path, fleet.quarantine_after, fleet.retries, fleet.lease_dir)

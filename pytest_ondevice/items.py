@@ -97,10 +97,7 @@ class OnDeviceItem(pytest.Item):
         session = _session(self)
         self._result, fresh = session.result(self.spec)
         result = self._result
-        if result.device is not None:
-            self.user_properties.append(("device", result.device.name))
-        if result.artifact is not None:
-            self.user_properties.append(("binary_sha256", result.artifact.sha256))
+        self.user_properties.extend(_ran_on(result))
         if result.retried:  # infrastructure trouble first, then a verdict from another device
             self.user_properties.append(("retried_after", "; ".join(result.retried)))
         if fresh:
@@ -201,9 +198,9 @@ def _failure_text(verdict: Verdict, result: BinaryResult) -> tuple[str, tuple[st
     return "\n".join(lines), ((f"device log: {result.log_path}",) if result.log_path else ())
 
 
-def _where(item: OnDeviceItem, result: BinaryResult) -> list[tuple[str, str]]:
-    """The board, device and binary a report is about (JUnit properties, --history)."""
-    where = [("board", item.spec.board.name)]
+def _ran_on(result: BinaryResult) -> list[tuple[str, str]]:
+    """The device and binary a report is about (JUnit properties, --history)."""
+    where = []
     if result.device is not None:
         where.append(("device", result.device.name))
     if result.artifact is not None:
@@ -240,6 +237,6 @@ def _report_unlisted_cases(item: OnDeviceItem, result: BinaryResult) -> None:
                 when=when,
                 sections=sections,
                 duration=0.0,
-                user_properties=[*_where(item, result), ("unlisted", note)],
+                user_properties=[("board", item.spec.board.name), *_ran_on(result), ("unlisted", note)],
             )
             item.ihook.pytest_runtest_logreport(report=report)

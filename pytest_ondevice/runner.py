@@ -8,6 +8,7 @@ is handed to every item of that binary.
 
 from __future__ import annotations
 
+import os
 import tempfile
 import threading
 from collections.abc import Callable
@@ -106,13 +107,15 @@ class OnDeviceSession:
         self._transports: dict[str, Transport] = {}  # by device name
         self._open: dict[str, Future] = {}
         self.fleet = settings.fleet or Fleet([Device(b, b) for b in registry.names()])
+        # the run's shared state; a session made without one (not by the plugin) has its own
+        self._own_run_dir = None if settings.run_dir else tempfile.TemporaryDirectory(prefix="ondevice-run-")
+        run_dir = settings.run_dir or Path(self._own_run_dir.name)
         # a fleet file's devices are leased across runs; a board's own device only among
         # this process's threads (xdist workers and other runs use it at once, as before)
-        self._scratch = tempfile.TemporaryDirectory(prefix="ondevice-run-")
-        scratch = Path(self._scratch.name)
-        lease_root = (settings.lease_dir or scratch / "leases") if self.fleet.shared else scratch / "leases"
+        own_leases = run_dir / f"leases-{os.getpid()}"
+        lease_root = settings.lease_dir if self.fleet.shared and settings.lease_dir else own_leases
         self.leases = Leases(lease_root, self._jobs_of, settings.who)
-        self.quarantine = Quarantine(settings.run_dir or scratch, self.fleet.quarantine_after)
+        self.quarantine = Quarantine(run_dir, self.fleet.quarantine_after)
         self.pushed = 0
         self.push_skipped = 0
         self._lock = threading.Lock()
@@ -408,7 +411,8 @@ class OnDeviceSession:
             transport.close()
         self._transports.clear()
         self.builder.close(self.settings.cache_max_size)
-        self._scratch.cleanup()
+        if self._own_run_dir is not None:
+            self._own_run_dir.cleanup()
 
 
 def device_table(board: Board, device: Device | None, from_fleet: bool = False) -> tuple[dict, str | None]:
