@@ -40,6 +40,7 @@ def activate(config: pytest.Config) -> None:
     except ConfigError as e:
         raise pytest.UsageError(str(e)) from None
     cache_dir = _ini_path(config, "ondevice_cache_dir", "ONDEVICE_CACHE_DIR") or store.default_dir()
+    worker = getattr(config, "workerinput", {}).get("workerid")  # "gw0", ... on an xdist worker
     ini_timeout = config.getini("ondevice_timeout")
     try:
         cache_size = store.parse_size(config.getini("ondevice_cache_size"))
@@ -61,7 +62,8 @@ def activate(config: pytest.Config) -> None:
         run_dir=_run_dir(config),
         lease_dir=fleet.lease_dir or cache_dir / "leases",
         lease_timeout=config.getoption("lease_timeout"),
-        who=identity(getattr(config, "workerinput", {}).get("workerid")),
+        who=identity(worker),
+        worker_index=int(worker[2:]) if worker and worker[2:].isdigit() else 0,
         say=_say(config),
         console=config.getoption("console"),
         cli_timeout=config.getoption("device_timeout"),

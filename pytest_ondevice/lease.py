@@ -62,11 +62,11 @@ def identity(worker: str | None = None) -> str:
 
 
 class Leases:
-    def __init__(self, root: Path, jobs_of: Callable[[Device], int], who: str) -> None:
+    def __init__(self, root: Path, jobs_of: Callable[[Device], int], who: str, first_turn: int = 0) -> None:
         self.root = root
         self.jobs_of = jobs_of
         self.who = who
-        self._turn = 0
+        self._turn = first_turn  # xdist workers start at different devices: free ones are spread
         self._lock = threading.Lock()
         try:
             root.mkdir(parents=True, exist_ok=True)

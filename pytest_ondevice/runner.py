@@ -71,6 +71,7 @@ class Settings:
     lease_dir: Path | None = None  # where a fleet file's devices are leased, across runs
     lease_timeout: float | None = None  # give up waiting for a busy device after this (None: wait)
     who: str = "this run"  # the lease holder, as a waiting run names it
+    worker_index: int = 0  # an xdist worker's number (gw3: 3)
     say: Callable[[str], None] | None = None  # a line for the person watching (waiting for a lease)
     console: str | None = None  # --console: another transport's console for the board's loader
     cli_timeout: float | None = None
@@ -114,7 +115,7 @@ class OnDeviceSession:
         # this process's threads (xdist workers and other runs use it at once, as before)
         own_leases = run_dir / f"leases-{os.getpid()}"
         lease_root = settings.lease_dir if self.fleet.shared and settings.lease_dir else own_leases
-        self.leases = Leases(lease_root, self._jobs_of, settings.who)
+        self.leases = Leases(lease_root, self._jobs_of, settings.who, settings.worker_index)
         self.quarantine = Quarantine(run_dir, self.fleet.quarantine_after)
         self.pushed = 0
         self.push_skipped = 0
