@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from . import fleet as fleet_mod
-from . import store
+from . import labgrid_places, store
 from .benchreport import BenchReport, load_baseline
 from .build import BuildStats
 from .fleet import Fleet
@@ -108,7 +108,14 @@ def fleet_for(config: pytest.Config, boards: list[str], reg) -> Fleet:
             return fleet_mod.implicit(boards, config.getoption("device"))
         if config.getoption("device"):
             raise ConfigError(f"--device and --fleet together: {path} says where each device is")
-        return fleet_mod.select(fleet_mod.load(path, reg.names()), boards, config.getoption("fleet_tag"))
+        fleet = fleet_mod.select(fleet_mod.load(path, reg.names()), boards, config.getoption("fleet_tag"))
+        if fleet.places and not labgrid_places.installed():
+            first = fleet.places[0]
+            raise ConfigError(
+                f"{path}: device '{first.name}' is leased through labgrid place '{first.place}', and labgrid "
+                f"is not installed: {labgrid_places.INSTALL}"
+            )
+        return fleet
     except ConfigError as e:
         raise pytest.UsageError(str(e)) from None
 

@@ -13,13 +13,15 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 
 from . import transports
 from .cli import print_table, toolchain_status
 from .fleet import Device
+from .labgrid_places import Coordinator
+from .transports import InfrastructureError
 
 OPEN_TIMEOUT = 30.0  # seconds for one device to answer
 
@@ -59,7 +61,8 @@ def run(config: pytest.Config, out=None) -> int:
     device_rows = []
     for device, check in checks.items():
         ok, status, why = check.result()
-        device_rows.append(Row((device.name, device.board, device.address or "(board default)", status, why), ok))
+        where = f"(labgrid place {device.place})" if device.place else device.address or "(board default)"
+        device_rows.append(Row((device.name, device.board, where, status, why), ok))
     print_table(("board", "toolchain", "transport"), [r.cells for r in board_rows.values()], out)
     print(file=out)
     print_table(("device", "board", "address", "status", "why / how to fix"), [r.cells for r in device_rows], out)
@@ -81,6 +84,17 @@ def _check_device(reg, fleet, device: Device, ini) -> tuple[bool, str, str]:
     from .runner import device_table
 
     board = reg.get(device.board)
+    place = ""
+    if device.place is not None:  # asked of the coordinator, not acquired: doctor takes no one's place
+        coordinator = Coordinator(fleet.coordinator)
+        try:
+            address, place = coordinator.look(device)
+        except InfrastructureError as e:
+            return False, "unusable", _one_line(e)
+        finally:
+            coordinator.close()
+        device = replace(device, address=address)
+        place += "; "
     try:
         table, where = device_table(board, device, fleet.shared)
         said = transports.status(table)
@@ -108,8 +122,8 @@ def _check_device(reg, fleet, device: Device, ini) -> tuple[bool, str, str]:
         transport.stop.set()
         return False, "unreachable", f"no answer within {OPEN_TIMEOUT:g} s"
     if done[0] is not None:
-        return False, "unreachable", _one_line(done[0])
-    return True, "reachable", f"opened in {time.monotonic() - started:.2f} s"
+        return False, "unreachable", place + _one_line(done[0])
+    return True, "reachable", f"{place}opened in {time.monotonic() - started:.2f} s"
 
 
 def _one_line(error: BaseException) -> str:

@@ -13,6 +13,14 @@ form its transport takes as --device), tags, and how many binaries it runs at on
     tags = ["rack-a"]
     jobs = 1
 
+    [device.pi-7]                 # on another host: leased through a labgrid coordinator
+    board = "rpi"
+    labgrid_place = "rpi-7"       # the address is read from the place's NetworkService
+
+A fleet whose devices name labgrid places says where the coordinator is with
+`labgrid_coordinator = "HOST:PORT"` under [fleet] (else LG_COORDINATOR, else labgrid's
+default, 127.0.0.1:20408).
+
 Without a fleet file each selected board has one device: where --device puts it
 (`--device=WHERE` for every board, `--device=BOARD=WHERE` for one), else the board
 file's default.
@@ -27,8 +35,17 @@ from pathlib import Path
 
 from .schema import ConfigError, check, load_toml
 
-FLEET_SPEC = {"quarantine_after": int, "lease_dir": str, "retries": int}
-DEVICE_SPEC = {"board": str, "address": str, "tags": list, "jobs": int, "description": str}
+FLEET_SPEC = {"quarantine_after": int, "lease_dir": str, "retries": int, "labgrid_coordinator": str}
+DEVICE_SPEC = {
+    "board": str,
+    "address": str,
+    "tags": list,
+    "jobs": int,
+    "description": str,
+    "labgrid_place": str,
+    "labgrid_resource": str,
+}
+DEFAULT_RESOURCE = "NetworkService"  # what a labgrid place's address is read from
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # used in lock-file names and node reports
 DEFAULT_QUARANTINE_AFTER = 2
 DEFAULT_DEVICE_RETRIES = 2  # other devices a binary is tried on after an infrastructure error
@@ -41,6 +58,10 @@ class Device:
     address: str | None = None  # None: the board file's default
     tags: tuple[str, ...] = ()
     jobs: int | None = None  # None: the board's device_jobs
+    place: str | None = None  # a labgrid place: leased through the coordinator, address read from it
+    resource: str = DEFAULT_RESOURCE  # the place's resource class that holds the address
+    # with a place, `address` is a template over the resource's parameters, e.g.
+    # "{username}@{address}:{port}" (None: the transport's usual form of that resource)
 
 
 @dataclass
@@ -50,6 +71,11 @@ class Fleet:
     quarantine_after: int = DEFAULT_QUARANTINE_AFTER
     retries: int = DEFAULT_DEVICE_RETRIES
     lease_dir: Path | None = None  # None: the default (under the build cache)
+    coordinator: str | None = None  # labgrid's, for devices that name a place
+
+    @property
+    def places(self) -> list[Device]:
+        return [d for d in self.devices if d.place is not None]
 
     def for_board(self, board: str) -> list[Device]:
         return [d for d in self.devices if d.board == board]
@@ -91,7 +117,24 @@ def load(path: Path, known_boards: Iterable[str] | None = None) -> Fleet:
         jobs = entry.get("jobs")
         if jobs is not None and jobs < 1:
             raise ConfigError(f"{where}: 'jobs' must be a whole number >= 1, not {jobs!r}")
-        devices.append(Device(name, entry["board"], entry.get("address"), tuple(entry.get("tags", ())), jobs))
+        place = entry.get("labgrid_place")
+        if place is None and "labgrid_resource" in entry:
+            raise ConfigError(f"{where}: 'labgrid_resource' without 'labgrid_place' (which place is it read from?)")
+        if place is not None and jobs not in (None, 1):
+            raise ConfigError(
+                f"{where}: 'jobs' must be 1 for a labgrid place (the coordinator gives a place to one holder)"
+            )
+        devices.append(
+            Device(
+                name,
+                entry["board"],
+                entry.get("address"),
+                tuple(entry.get("tags", ())),
+                1 if place is not None else jobs,
+                place,
+                entry.get("labgrid_resource", DEFAULT_RESOURCE),
+            )
+        )
     lease_dir = head.get("lease_dir")
     return Fleet(
         devices,
@@ -99,6 +142,7 @@ def load(path: Path, known_boards: Iterable[str] | None = None) -> Fleet:
         quarantine_after=head.get("quarantine_after", DEFAULT_QUARANTINE_AFTER),
         retries=head.get("retries", DEFAULT_DEVICE_RETRIES),
         lease_dir=(path.parent / Path(lease_dir).expanduser()).resolve() if lease_dir else None,
+        coordinator=head.get("labgrid_coordinator"),
     )
 
 
@@ -137,4 +181,4 @@ def select(fleet: Fleet, boards: list[str], tags: list[str] | None = None) -> Fl
         having = ", ".join(fleet.boards())
         tagged = f" tagged {', '.join(tags)}" if tags else ""
         raise ConfigError(f"{fleet.path}: no device{tagged} of board {', '.join(missing)} (its boards: {having})")
-    return Fleet(devices, fleet.path, fleet.quarantine_after, fleet.retries, fleet.lease_dir)
+    return Fleet(devices, fleet.path, fleet.quarantine_after, fleet.retries, fleet.lease_dir, fleet.coordinator)

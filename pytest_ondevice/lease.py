@@ -5,6 +5,9 @@ the holder's process ends, however it ends (SIGKILL included), so no lease outli
 its run and nobody has to clean up after a crash (labgrid #1739 is the pain of locks
 that do not). The holder writes who it is into the file, so a run that has to wait
 can say who it is waiting for.
+
+A device that names a labgrid place is also acquired at the coordinator once its lock
+is held (labgrid_places.py): the lock orders this host, the coordinator the others.
 """
 
 from __future__ import annotations
@@ -17,10 +20,15 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .fleet import Device
 from .transports import InfrastructureError
+
+if TYPE_CHECKING:
+    from .labgrid_places import Coordinator
 
 POLL = 0.2  # seconds between tries while every slot is taken
 SAY_AFTER = 1.0  # wait this long before saying who holds the devices
@@ -31,14 +39,20 @@ class LeaseTimeout(InfrastructureError):
 
 
 class Lease:
-    def __init__(self, device: Device, slot: int, fd: int) -> None:
-        self.device = device
+    def __init__(self, device: Device, slot: int, fd: int, path: Path) -> None:
+        self.device = device  # a labgrid place's: with the address read from the place
         self.slot = slot
+        self.path = path
         self._fd: int | None = fd
+        self.on_release: Callable[[], None] | None = None  # give the place back to the coordinator
 
     def release(self) -> None:
         if self._fd is None:
             return
+        give_back, self.on_release = self.on_release, None
+        if give_back is not None:  # before the lock: the next holder here must not find it ours
+            with contextlib.suppress(InfrastructureError):  # unreleased: the next holder of this slot recovers it
+                give_back()
         with contextlib.suppress(OSError):
             os.ftruncate(self._fd, 0)  # nobody holds it now: a waiter must not name us
         os.close(self._fd)  # closing the file drops the lock
@@ -62,8 +76,16 @@ def identity(worker: str | None = None) -> str:
 
 
 class Leases:
-    def __init__(self, root: Path, jobs_of: Callable[[Device], int], who: str, first_turn: int = 0) -> None:
+    def __init__(
+        self,
+        root: Path,
+        jobs_of: Callable[[Device], int],
+        who: str,
+        first_turn: int = 0,
+        places: Coordinator | None = None,
+    ) -> None:
         self.root = root
+        self.places = places  # for devices that name a labgrid place
         self.jobs_of = jobs_of
         self.who = who
         self._turn = first_turn  # xdist workers start at different devices: free ones are spread
@@ -94,8 +116,37 @@ class Leases:
                 continue
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{self.who}\n".encode(), 0)
-            return Lease(device, slot, fd)
+            return Lease(device, slot, fd, self._path(device, slot))
         return None
+
+    def _try(self, device: Device, waiting: dict[str, Lease]) -> Lease | None:
+        """The device's lock and, for a labgrid place, the place; a place that is busy
+        keeps its lock and reservation in `waiting`, polled on the next turn."""
+        lease = waiting.pop(device.name, None)
+        fresh = lease is None
+        if lease is None:
+            lease = self.try_take(device)
+            if lease is None or device.place is None:
+                return lease
+        assert self.places is not None
+        try:
+            address = self.places.claim(device, lease.path, fresh)
+        except InfrastructureError:
+            self._give_up(lease)
+            raise
+        if address is None:
+            waiting[device.name] = lease
+            return None
+        places, path = self.places, lease.path
+        lease.device = replace(device, address=address)
+        lease.on_release = lambda: places.release(device, path)
+        return lease
+
+    def _give_up(self, lease: Lease) -> None:
+        assert self.places is not None
+        with contextlib.suppress(InfrastructureError):
+            self.places.give_up(lease.device, lease.path)
+        lease.release()
 
     def holders(self, device: Device) -> list[str]:
         """Who holds the device's slots, as they wrote it."""
@@ -123,33 +174,42 @@ class Leases:
             raise InfrastructureError("no device to lease")
         started = time.monotonic()
         said = False
-        while True:
-            with self._lock:  # threads of one run take turns over the devices: load is spread
-                self._turn += 1
-                turn = self._turn
-            order = devices[turn % len(devices) :] + devices[: turn % len(devices)]
-            order.sort(key=lambda d: d.name not in prefer)  # stable: the turn order within each group
-            for device in order:
-                lease = self.try_take(device)
-                if lease is not None:
-                    return lease
-            waited = time.monotonic() - started
-            if stop.is_set():
-                raise InfrastructureError("the run is ending: no device was leased")
-            if timeout is not None and waited >= timeout:
-                raise LeaseTimeout(
-                    f"no device of board {devices[0].board} came free within --lease-timeout={timeout:g} s; "
-                    + self.describe(devices)
-                )
-            if say is not None and not said and waited >= SAY_AFTER and self._held_elsewhere(devices):
-                say(f"ondevice: waiting for a device of board {devices[0].board}: {self.describe(devices)}")
-                said = True
-            stop.wait(POLL)
+        waiting: dict[str, Lease] = {}  # labgrid places we hold the lock of and wait for
+        try:
+            while True:
+                with self._lock:  # threads of one run take turns over the devices: load is spread
+                    self._turn += 1
+                    turn = self._turn
+                order = devices[turn % len(devices) :] + devices[: turn % len(devices)]
+                order.sort(key=lambda d: d.name not in prefer)  # stable: the turn order within each group
+                for device in order:
+                    lease = self._try(device, waiting)
+                    if lease is not None:
+                        return lease
+                waited = time.monotonic() - started
+                if stop.is_set():
+                    raise InfrastructureError("the run is ending: no device was leased")
+                if timeout is not None and waited >= timeout:
+                    raise LeaseTimeout(
+                        f"no device of board {devices[0].board} came free within --lease-timeout={timeout:g} s; "
+                        + self.describe(devices, waiting)
+                    )
+                if say is not None and not said and waited >= SAY_AFTER and (waiting or self._held_elsewhere(devices)):
+                    board = devices[0].board
+                    say(f"ondevice: waiting for a device of board {board}: {self.describe(devices, waiting)}")
+                    said = True
+                stop.wait(POLL)
+        finally:
+            for lease in waiting.values():  # the places not taken: cancel their reservations
+                self._give_up(lease)
 
-    def describe(self, devices: list[Device]) -> str:
+    def describe(self, devices: list[Device], waiting: dict[str, Lease] | None = None) -> str:
         parts = []
         for device in devices:
-            who = self.holders(device)
+            if waiting and device.name in waiting and self.places is not None:  # ours here, busy there
+                who = [self.places.holder(device)]
+            else:
+                who = self.holders(device)
             parts.append(f"{device.name} is leased by {'; '.join(who) if who else 'another process'}")
         return ", ".join(parts)
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from . import labgrid_plugin
 from .keys import TEST_PATTERNS, selected_boards
 
 DEFAULT_FILES = " ".join(TEST_PATTERNS)
@@ -20,7 +21,8 @@ DEFAULT_FILES = " ".join(TEST_PATTERNS)
 __all__ = ["selected_boards"]
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    labgrid_plugin.keep_out(parser, pluginmanager)  # at our registration: before labgrid's, if we can
     group = parser.getgroup("ondevice", "pytest-ondevice: C/C++ tests on devices")
     group.addoption(
         "--board",

@@ -23,6 +23,7 @@ from .build import Artifact, Builder, BuildError
 from .devlog import DeviceLog
 from .fleet import Device, Fleet
 from .keys import TEST_PATTERNS
+from .labgrid_places import Coordinator, PlaceError
 from .lease import Lease, Leases
 from .protocol import NEVER_STARTED, BinaryVerdicts, Outcome, RunEnd, TestOutputParser, Verdict
 from .quarantine import Quarantine
@@ -115,7 +116,9 @@ class OnDeviceSession:
         # this process's threads (xdist workers and other runs use it at once, as before)
         own_leases = run_dir / f"leases-{os.getpid()}"
         lease_root = settings.lease_dir if self.fleet.shared and settings.lease_dir else own_leases
-        self.leases = Leases(lease_root, self._jobs_of, settings.who, settings.worker_index)
+        self.places = Coordinator(self.fleet.coordinator) if self.fleet.places else None
+        self._addresses: dict[str, str | None] = {}  # a labgrid place's device: where it was last
+        self.leases = Leases(lease_root, self._jobs_of, settings.who, settings.worker_index, self.places)
         self.quarantine = Quarantine(run_dir, self.fleet.quarantine_after)
         self.pushed = 0
         self.push_skipped = 0
@@ -177,7 +180,7 @@ class OnDeviceSession:
         for spec in specs:
             self._result_future(spec)
         for spec in specs:  # a second queue pushes ahead of the runs (one device: we know where)
-            if len(self.fleet.for_board(spec.board.name)) == 1:
+            if self._known_device(spec.board.name) is not None:
                 self._pool("push", spec.board, 1).submit(self._prefetch, spec)
 
     def _pool(self, role: str, board: Board, workers: int) -> ThreadPoolExecutor:
@@ -192,7 +195,7 @@ class OnDeviceSession:
             return
         try:
             artifact = self._build_future(spec).result()
-            transport = self._transport(self.fleet.for_board(spec.board.name)[0])
+            transport = self._transport(self._known_device(spec.board.name))
         except Exception:
             return
         transport.prefetch(artifact.path, artifact.sha256)
@@ -259,12 +262,19 @@ class OnDeviceSession:
                 lease = self.leases.take(
                     candidates, self.settings.lease_timeout, self.stopping, self.settings.say, set(self._transports)
                 )
+            except PlaceError as e:  # that device's place is unusable: strike it, try another
+                tried.add(e.device.name)
+                failed.append(f"{e.device.name}: {e}")
+                result = BinaryResult(infra_error=str(e), artifact=artifact, device=e.device)
+                self.quarantine.strike(e.device.name, str(e))
+                continue
             except InfrastructureError as e:
                 if not failed:
                     return BinaryResult(infra_error=str(e), artifact=artifact)
                 failed.append(f"then no other device: {e}")
                 break
             with lease:
+                self._follow(lease.device)
                 result = self._run_leased(spec, lease, artifact, timeout, data)
             if result.infra_error is None:
                 result.retried = failed or None  # the report says it ran here after these
@@ -278,6 +288,16 @@ class OnDeviceSession:
         if len(devices) > 1:
             result.infra_error = f"tried on {len(tried)} device(s): " + "; ".join(failed)
         return result
+
+    def _follow(self, device: Device) -> None:
+        """A labgrid place may be matched to another resource between leases: reconnect there."""
+        if device.place is None:
+            return
+        with self._lock:
+            before = self._addresses.get(device.name, device.address)
+            self._addresses[device.name] = device.address
+        if before != device.address:
+            self._forget_transport(device)
 
     def board_down(self, board: str) -> str:
         """The one error of a board whose every device is quarantined."""
@@ -356,9 +376,15 @@ class OnDeviceSession:
         A board of several devices connects to each when it first leases it: an xdist
         worker may never use most of them, and a handshake costs CPU the others need."""
         for board in boards:
-            devices = self.fleet.for_board(board.name)
-            if len(devices) == 1:
-                self._opening(devices[0])
+            device = self._known_device(board.name)
+            if device is not None:
+                self._opening(device)
+
+    def _known_device(self, board: str) -> Device | None:
+        """A board's only device, when it is known before a lease (a labgrid place's
+        address comes with the place)."""
+        devices = self.fleet.for_board(board)
+        return devices[0] if len(devices) == 1 and devices[0].place is None else None
 
     def _opening(self, device: Device) -> Future:
         return self._started(self._open, device.name, lambda: self._build_pool.submit(self._open_transport, device))
@@ -384,7 +410,8 @@ class OnDeviceSession:
         """Every device's address is a form its board's transport takes: a usage error now,
         not an error on every item later."""
         for device in self.fleet.devices:
-            self.table_for(self.registry.get(device.board), device)
+            if device.place is None:  # a place's address is known once it is acquired
+                self.table_for(self.registry.get(device.board), device)
 
     def clock_for(self, board: Board, device: Device | None = None) -> Clock:
         device = device or next(iter(self.fleet.for_board(board.name)), None)
@@ -411,6 +438,8 @@ class OnDeviceSession:
         for transport in self._transports.values():
             transport.close()
         self._transports.clear()
+        if self.places is not None:  # what an interrupted run still holds goes back
+            self.places.close()
         self.builder.close(self.settings.cache_max_size)
         if self._own_run_dir is not None:
             self._own_run_dir.cleanup()

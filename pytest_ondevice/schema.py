@@ -94,15 +94,18 @@ def _check_value(value: Any, kind: Any, path: Path, dotted: str) -> None:
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(f"{path}: '{dotted}' must be an integer, not {_tname(value)}")
     elif not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
-        raise ConfigError(f"{path}: '{dotted}' must be {kind.__name__}, not {_tname(value)}")
+        raise ConfigError(f"{path}: '{dotted}' must be {_NAMES.get(kind, kind.__name__)}, not {_tname(value)}")
 
 
 def _tname(value: Any) -> str:
-    return {
-        str: "a string",
-        int: "an integer",
-        float: "a number",
-        bool: "a boolean",
-        list: "a list",
-        dict: "a table",
-    }.get(type(value), type(value).__name__)
+    return _NAMES.get(type(value), type(value).__name__)
+
+
+_NAMES = {
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    bool: "a boolean",
+    list: "a list",
+    dict: "a table",
+}

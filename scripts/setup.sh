@@ -51,4 +51,25 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   fi
   touch "$stamp"
 fi
-echo "setup: ready ($VENV)"
+
+# labgrid (the farm tests' coordinator, exporter and client) lives in a venv of its own
+# that sees the main one's packages: every pytest that can import labgrid loads its pytest
+# plugin, and the main venv's runs must show what a user without the extra sees.
+LG_VENV="${ONDEVICE_LABGRID_VENV:-.venv-labgrid}"
+lg_stamp="$LG_VENV/.ondevice-installed"
+if [ ! -f "$lg_stamp" ] || [ pyproject.toml -nt "$lg_stamp" ]; then
+  echo "setup: installing labgrid into $LG_VENV"
+  [ -x "$LG_VENV/bin/python" ] || python3 -m venv "$LG_VENV"
+  main_site="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  lg_site="$("$LG_VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  # a site dir after labgrid's own: the main venv's .pth files (the editable plugin) count
+  echo "import site; site.addsitedir('$main_site')" >"$lg_site/ondevice-main-venv.pth"
+  spec="$("$VENV/bin/python" -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["labgrid"][0])')"
+  if ! "$LG_VENV/bin/python" -m pip install "$spec" >"$LG_VENV/pip-install.log" 2>&1; then
+    tail -n 30 "$LG_VENV/pip-install.log"
+    echo "setup: pip install labgrid failed; full log in $LG_VENV/pip-install.log" >&2
+    exit 1
+  fi
+  touch "$lg_stamp"
+fi
+echo "setup: ready ($VENV, $LG_VENV)"

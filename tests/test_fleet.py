@@ -12,12 +12,14 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from conftest import QUIET
 
 from pytest_ondevice import fleet
+from pytest_ondevice.labgrid_places import PlaceError, address_of
 from pytest_ondevice.schema import ConfigError
 
 SLEEPER = """
@@ -77,6 +79,11 @@ def junit_cases(path: Path) -> dict[str, dict[str, str]]:
         ('[fleet]\nquarantine_after = 0\n[device.p1]\nboard = "rpi"\n', "'fleet.quarantine_after' must be a whole"),
         ("[fleet]\n", "fleet.toml: no devices"),
         ("[device.p1\n", "fleet.toml: not valid TOML"),
+        ('[device.p1]\nboard = "rpi"\nlabgrid_place = 3\n', "'device.p1.labgrid_place' must be a string"),
+        ('[device.p1]\nboard = "rpi"\nlabgrid_plac = "x"\n', "did you mean 'device.p1.labgrid_place'?"),
+        ('[device.p1]\nboard = "rpi"\nlabgrid_resource = "X"\n', "'labgrid_resource' without 'labgrid_place'"),
+        ('[device.p1]\nboard = "rpi"\nlabgrid_place = "x"\njobs = 2\n', "'jobs' must be 1 for a labgrid place"),
+        ('[fleet]\nlabgrid_coordinator = 1\n[device.p1]\nboard = "rpi"\n', "'fleet.labgrid_coordinator' must"),
     ],
 )
 def test_a_fleet_file_error_names_the_file_the_device_and_the_key(tmp_path, text, message):
@@ -290,3 +297,25 @@ def test_an_xdist_worker_killed_while_holding_the_lease_does_not_block_the_devic
     outcomes = result.parseoutcomes()
     assert outcomes.get("passed") == 6 and outcomes.get("failed") == 1, outcomes
     assert "error" not in outcomes and "errors" not in outcomes
+
+
+def test_a_labgrid_place_gives_the_address_through_its_resource(tmp_path):
+    path = tmp_path / "fleet.toml"
+    path.write_text(
+        '[fleet]\nlabgrid_coordinator = "lab:20408"\n'
+        '[device.p1]\nboard = "rpi"\nlabgrid_place = "rpi-1"\n'
+        '[device.p2]\nboard = "rpi"\nlabgrid_place = "rpi-2"\naddress = "{address}"\n'
+        '[device.p3]\nboard = "rpi"\nlabgrid_place = "rpi-3"\nlabgrid_resource = "USBSerialPort"\n'
+    )
+    loaded = fleet.load(path, ["rpi"])
+    assert loaded.coordinator == "lab:20408"
+    p1, p2, p3 = loaded.devices
+    assert (p1.place, p1.resource, p1.jobs) == ("rpi-1", "NetworkService", 1)
+    service = {"address": "10.0.0.7", "port": 2222, "username": "pi"}
+    assert address_of(p1, service) == "pi@10.0.0.7:2222"
+    assert address_of(p1, {"address": "10.0.0.7"}) == "10.0.0.7:22"
+    assert address_of(p2, service) == "10.0.0.7"  # the fleet's template: an ssh_config alias
+    with pytest.raises(PlaceError, match=r"say how a USBSerialPort resource is addressed"):
+        address_of(p3, {"port": "/dev/ttyUSB0"})
+    with pytest.raises(PlaceError, match=r"needs 'serial' \(the NetworkService has address, port, username\)"):
+        address_of(replace(p1, address="{serial}"), service)
