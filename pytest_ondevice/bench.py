@@ -1,9 +1,9 @@
 """Latency records: `#ondevice bench ...` lines, turned into figures a user compares.
 
-The device prints raw counts of its cycle source (`unit=systick|dwt|ns`); what they mean
+The device prints raw counts of its cycle source (`unit=systick|dwt|mcycle|ns`); what they mean
 comes from the board and the clock its transport declares (transports.contract.Clock),
 never from the device: on a virtual clock with a known time per instruction, SysTick
-ticks become instructions (ticks x 1e9 / (clock_hz x ns per instruction)); otherwise
+(or RISC-V cycle CSR) ticks become instructions (ticks x 1e9 / (clock_hz x ns per instruction)); otherwise
 SysTick or DWT count CPU cycles at `clock_hz`. Figures on a virtual clock repeat exactly.
 """
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 REQUIRED = ("name", "unit", "repeats", "min", "median", "max")
 NUMBERS = ("repeats", "min", "median", "max", "work", "overhead")
-SOURCES = ("systick", "dwt", "ns")
+SOURCES = ("systick", "dwt", "mcycle", "ns")  # mcycle: RISC-V's cycle CSR
 _PAIR = re.compile(r"(\w+)=(\S+)")
 
 
@@ -92,9 +92,9 @@ def measure(record: BenchRecord, board: Board, clock: Clock) -> Measured:
         )
     if record.unit == "ns":
         unit, us_per_unit = "ns", 1e-3
-    elif record.unit == "systick" and clock.instruction_ns:
+    elif record.unit in ("systick", "mcycle") and clock.instruction_ns:  # counters of virtual time
         if not hz:
-            raise BenchRecordError(f"{board.path}: clock_hz is needed to turn SysTick ticks into instructions")
+            raise BenchRecordError(f"{board.path}: clock_hz is needed to turn {record.unit} ticks into instructions")
         scale, unit = 1e9 / (hz * clock.instruction_ns), "instructions"
     elif hz:
         us_per_unit = 1e6 / hz

@@ -395,9 +395,11 @@ class Builder:
                     self._no_depfile.add(compiler)
             if compiler in self._no_depfile:
                 self._tool([*argv, "-o", str(out)], "link")
-            deps = [os.path.normpath(os.path.join(self.source_root, p)) for p in _depfile(depfile)]
+            deps = [self._link_input(p, compiler, tail, shadows) for p in _depfile(depfile)]
             depfile.unlink(missing_ok=True)
             return [*deps, *inputs.named_files(tail, self.source_root)]
+
+        shadows: set[str] = set()  # where a file found on the search path would have been taken first
 
         def keep(deps: list[str]) -> tuple[list[str], set[str]]:
             own = inputs.toolchain_library_dirs(compiler, tc.ldflags)
@@ -405,11 +407,25 @@ class Builder:
             mine = [str(self.store.base)]  # inputs already in the key by digest
             deps = [d for d in dict.fromkeys(deps) if not inputs.under(d, mine)]
             kept = [d for d in deps if inputs.under(d, user) or not inputs.under(d, own)]
-            return kept, inputs.library_candidates(tail, self.source_root)
+            return kept, inputs.library_candidates(tail, self.source_root) | shadows
 
         entry, reused = self._cached(key, name, link_into, keep)
         self.stats.count("link_reused" if reused else "linked")
         return Artifact(entry.path, entry.sha256)
+
+    def _link_input(self, name: str, compiler: tuple[str, ...], tail: list[str], shadows: set[str]) -> str:
+        """A file the linker read, as its dependency file names it: a relative name is in
+        the link's directory, else where the linker searched (a -T script found on -L)."""
+        here = os.path.normpath(os.path.join(self.source_root, name))
+        if os.path.isabs(name) or os.path.exists(here):
+            return here
+        user = [os.path.join(self.source_root, v) for _, v in inputs.flag_values(tail, ("-L",))]
+        for directory in (*user, *inputs.link_search_dirs(compiler, tuple(tail))):
+            found = os.path.normpath(os.path.join(directory, name))
+            if os.path.isfile(found):
+                shadows.add(here)
+                return found
+        return here
 
     def _cached(
         self,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import shlex
 import subprocess
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -185,6 +186,32 @@ def toolchain_library_dirs(compiler: tuple[str, ...], flags: tuple[str, ...]) ->
         if name in ("install", "libraries"):
             dirs.extend(v.lstrip("=") for v in value.split(os.pathsep) if v.strip())
     return _both_spellings(dirs)
+
+
+@functools.cache
+def link_search_dirs(compiler: tuple[str, ...], flags: tuple[str, ...]) -> tuple[str, ...]:
+    """The -L directories the driver passes to the linker, specs files' included (picolibc's
+    `-Tpicolibc.ld` is found there, and ld's dependency file names it as given)."""
+    try:
+        err = subprocess.run(
+            [*compiler, *flags, "-###", "-o", os.devnull, "x.o"],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            stdin=subprocess.DEVNULL,
+            timeout=60,
+        ).stderr
+    except (OSError, subprocess.TimeoutExpired):
+        return ()
+    dirs: list[str] = []
+    for line in err.splitlines():
+        if " -L" in line:  # the collect2/ld command line
+            try:
+                words = shlex.split(line)
+            except ValueError:
+                continue
+            dirs += [w[2:] for w in words if w.startswith("-L") and len(w) > 2]
+    return tuple(os.path.normpath(d) for d in dict.fromkeys(dirs))
 
 
 def _both_spellings(dirs: Iterable[str]) -> tuple[str, ...]:

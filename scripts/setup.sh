@@ -10,6 +10,7 @@ APT_PACKAGES=(
   clang llvm                            # the clang fallback of every board (clang --target=...)
   python3-venv
   qemu-system-arm qemu-user             # bare-metal Cortex-M boards; Linux ARM boards locally
+  gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf qemu-system-misc  # riscv32-qemu (rv32imac on virt)
   gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib
   gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross
   gcc-arm-linux-gnueabihf g++-arm-linux-gnueabihf libc6-dev-armhf-cross

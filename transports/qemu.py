@@ -17,13 +17,20 @@ from . import Option, Transport
 from ._proc import ProcessStream, RunDirs, run_streaming
 from .contract import Clock, Deployed, InfrastructureError, OnBytes, RunEnd
 
-INSTALL_HINT = "install QEMU: apt-get install qemu-system-arm qemu-user (or run scripts/setup.sh)"
+# Debian's package of each emulator (the rest of qemu-system-* is in qemu-system-misc)
+PACKAGES = {"qemu-system-arm": "qemu-system-arm", "qemu-system-aarch64": "qemu-system-arm"}
+
+
+def install_hint(binary: str) -> str:
+    name = Path(binary).name
+    package = PACKAGES.get(name) or ("qemu-system-misc" if name.startswith("qemu-system-") else "qemu-user")
+    return f"install QEMU: apt-get install {package} (or run scripts/setup.sh)"
 
 
 def _find(binary: str) -> str:
     path = shutil.which(binary)
     if path is None:
-        raise InfrastructureError(f"{binary} not found; {INSTALL_HINT}")
+        raise InfrastructureError(f"{binary} not found; {install_hint(binary)}")
     return path
 
 
@@ -41,7 +48,7 @@ class _LocalFileTransport(Transport):
     def status(cls, options: dict) -> str:
         binary = options.get("binary", cls.default_binary)
         path = shutil.which(binary)
-        return f"found: {binary}" if path else f"missing: {binary} ({INSTALL_HINT})"
+        return f"found: {binary}" if path else f"missing: {binary} ({install_hint(binary)})"
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)

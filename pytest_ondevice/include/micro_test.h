@@ -768,7 +768,7 @@ extern "C" {
 void ondevice_cycles_init(void);
 uint64_t ondevice_cycles(void);     /* counts up; wraps at ondevice_cycles_mask */
 extern const uint64_t ondevice_cycles_mask;
-extern const char ondevice_cycles_unit[]; /* "systick", "dwt" or "ns" */
+extern const char ondevice_cycles_unit[]; /* "systick", "dwt", "mcycle" or "ns" */
 #ifdef __cplusplus
 }
 #endif
