@@ -65,8 +65,18 @@ def identity(lock_path: Path) -> tuple[str, str]:
         user = os.environ.get("LG_USERNAME") or getpass.getuser()
     except (KeyError, OSError):
         user = str(os.getuid())
-    tag = hashlib.sha256(str(lock_path).encode()).hexdigest()[:8]
+    # the machine too: two hosts may share a hostname (containers) and a cache path
+    tag = hashlib.sha256(f"{_machine_id()}\0{lock_path}".encode()).hexdigest()[:8]
     return host.replace("/", "_"), f"{user.replace('/', '_')}.ondevice-{tag}"
+
+
+def _machine_id() -> str:
+    for path in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
+        try:
+            return Path(path).read_text().strip()
+        except OSError:
+            continue
+    return socket.gethostname()
 
 
 def address_of(device: Device, args: dict[str, Any]) -> str:
@@ -122,6 +132,8 @@ class Coordinator:
         session = self._sessions.get(owner)
         if session is not None and not session.stopping.is_set():
             return session
+        if session is not None:  # the coordinator went away: a new link, the old one closed
+            await _quietly(session.close())
         import grpc
         from labgrid.remote.client import ClientSession
         from labgrid.remote.generated import labgrid_coordinator_pb2_grpc
@@ -201,6 +213,23 @@ class Coordinator:
 
     # -- in the loop ---------------------------------------------------------
     async def _claim(self, device: Device, owner: str, fresh: bool) -> str | None:
+        try:
+            return await self._claim_once(device, owner, fresh)
+        except _rpc_error() as e:  # the coordinator restarted or went away mid-claim
+            self._tokens.pop(owner, None)
+            raise PlaceError(
+                device, f"labgrid place {device.place}: the coordinator at {self.address}: {e.details()}"
+            ) from None
+
+    async def _reserve(self, session: Any, owner: str, device: Device) -> None:
+        """Wait in line for the place: labgrid has no blocking acquire."""
+        from labgrid.remote.generated import labgrid_coordinator_pb2 as pb2
+
+        wanted = {"main": pb2.Reservation.Filter(filter={"name": device.place})}
+        response = await session.stub.CreateReservation(pb2.CreateReservationRequest(filters=wanted, prio=0.0))
+        self._tokens[owner] = response.reservation.token
+
+    async def _claim_once(self, device: Device, owner: str, fresh: bool) -> str | None:
         from labgrid.remote.generated import labgrid_coordinator_pb2 as pb2
 
         session = await self._session(device, owner)
@@ -217,28 +246,22 @@ class Coordinator:
                 del self._tokens[owner]  # expired or invalid: ask again below
                 token = None
         if token is None and (place.acquired or place.reservation):
-            response = await session.stub.CreateReservation(
-                pb2.CreateReservationRequest(
-                    filters={"main": pb2.Reservation.Filter(filter={"name": device.place})}, prio=0.0
-                )
-            )
-            self._tokens[owner] = response.reservation.token
+            await self._reserve(session, owner, device)
             return None
         try:
             await session.stub.AcquirePlace(pb2.AcquirePlaceRequest(placename=device.place))
         except _rpc_error() as e:  # another host was quicker: wait in line
             if token is None:
-                response = await session.stub.CreateReservation(
-                    pb2.CreateReservationRequest(
-                        filters={"main": pb2.Reservation.Filter(filter={"name": device.place})}, prio=0.0
-                    )
-                )
-                self._tokens[owner] = response.reservation.token
+                await self._reserve(session, owner, device)
                 return None
             raise PlaceError(device, f"labgrid place {device.place}: {e.details()}") from None
         self._held[owner] = device.place
         await session.sync_with_coordinator()
-        return self._address(session, device, owner)
+        try:
+            return self._address(session, device)
+        except PlaceError:  # acquired but unusable: not ours to keep
+            await self._release(device, owner)
+            raise
 
     def _place(self, session: Any, device: Device) -> Any:
         place = session.places.get(device.place)
@@ -258,7 +281,7 @@ class Coordinator:
             f"labgrid-client -p {device.place} add-match EXPORTER/GROUP/{device.resource})"
         )
 
-    def _address(self, session: Any, device: Device, owner: str) -> str:
+    def _address(self, session: Any, device: Device) -> str:
         place = session.places[device.place]
         try:
             resources = session.get_target_resources(place)
@@ -294,7 +317,7 @@ class Coordinator:
             # fromuser: if someone kicked us meanwhile, their new holder keeps the place
             await _quietly(session.stub.ReleasePlace(pb2.ReleasePlaceRequest(placename=device.place, fromuser=owner)))
         await self._cancel(owner)
-        await _quietly(session.sync_with_coordinator())
+        await _synced(session)
 
     async def _cancel(self, owner: str) -> None:
         from labgrid.remote.generated import labgrid_coordinator_pb2 as pb2
@@ -305,9 +328,10 @@ class Coordinator:
             await _quietly(session.stub.CancelReservation(pb2.CancelReservationRequest(token=token)))
 
     async def _holder(self, device: Device) -> str:
-        session = next(iter(self._sessions.values()), None)
+        session = next((s for s in self._sessions.values() if not s.stopping.is_set()), None)
         if session is None:
-            return "unknown"
+            return "unknown (no connection to the coordinator)"
+        await session.sync_with_coordinator()
         place = session.places.get(device.place)
         if place is None:
             return "nobody (no such place)"
@@ -348,10 +372,16 @@ class Coordinator:
         for owner in list(self._tokens):
             await self._cancel(owner)
         for session in self._sessions.values():
-            await _quietly(session.sync_with_coordinator())
+            await _synced(session)
             await _quietly(session.stop())
             await _quietly(session.close())
         self._sessions.clear()
+
+
+async def _synced(session: Any) -> None:
+    """Wait for the coordinator to have done what we sent, unless the link is gone."""
+    if not session.stopping.is_set():
+        await _quietly(session.sync_with_coordinator())
 
 
 async def _quietly(awaitable: Awaitable[Any]) -> None:

@@ -131,7 +131,7 @@ class Leases:
         assert self.places is not None
         try:
             address = self.places.claim(device, lease.path, fresh)
-        except InfrastructureError:
+        except BaseException:  # the lock too: this process must be able to take the device again
             self._give_up(lease)
             raise
         if address is None:
