@@ -11,7 +11,7 @@ def test_a_run_without_a_board_imports_nothing_heavy():
     code = (
         "import sys, pytest_ondevice.plugin as p; "
         "heavy = [m for m in sys.modules if m.startswith('pytest_ondevice.') and m not in "
-        "('pytest_ondevice.plugin', 'pytest_ondevice.keys')]; print(heavy)"
+        "('pytest_ondevice.plugin', 'pytest_ondevice.keys', 'pytest_ondevice.labgrid_plugin')]; print(heavy)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
