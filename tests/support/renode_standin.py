@@ -24,6 +24,7 @@ reads of unmapped addresses), USART output (a connected USART stays silent).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import signal
@@ -264,7 +265,7 @@ class StandIn:
         if m.started and not m.paused:
             return [("Emulation is already started. Ignoring command", False)]
         if m.qemu is not None and m.qemu.poll() is None:
-            os.kill(m.qemu.pid, signal.SIGCONT)
+            _signal(m.qemu, signal.SIGCONT)
         elif m.elf is not None:
             self._launch(m)
         m.started, m.paused = True, False
@@ -274,7 +275,7 @@ class StandIn:
     def _pause(self) -> list[tuple[str, bool]]:
         m = self.current
         if m is not None and m.qemu is not None and m.qemu.poll() is None:
-            os.kill(m.qemu.pid, signal.SIGSTOP)
+            _signal(m.qemu, signal.SIGSTOP)
         if m is not None:
             m.paused = True
             m.stop_clock()
@@ -303,7 +304,7 @@ class StandIn:
     def _kill_qemu(self, machine: Machine | None = None) -> None:
         for m in [machine] if machine else list(self.machines.values()):
             if m.qemu is not None and m.qemu.poll() is None:
-                os.kill(m.qemu.pid, signal.SIGCONT)
+                _signal(m.qemu, signal.SIGCONT)
                 m.qemu.kill()
                 m.qemu.wait()
             m.qemu = None
@@ -332,3 +333,10 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+
+def _signal(proc, sig: int) -> None:
+    """The emulator may end (and be reaped) between the check and the signal: as Renode
+    does, the monitor answers anyway."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(proc.pid, sig)
