@@ -10,6 +10,7 @@ import json
 import socket
 import sqlite3
 import subprocess
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -152,7 +153,7 @@ def _prepare(db: sqlite3.Connection, path: Path) -> None:
     """Checked before anything is written (a foreign file is left as it was), then WAL (readers
     never block the writer), then the tables, made once by whichever run comes first."""
     _check(db, path)
-    db.execute("PRAGMA journal_mode=WAL")
+    _wal(db)
     db.execute("BEGIN IMMEDIATE")
     try:
         for statement in SCHEMA.split(";"):  # not executescript: it would commit
@@ -164,6 +165,20 @@ def _prepare(db: sqlite3.Connection, path: Path) -> None:
     finally:
         if db.in_transaction:
             db.rollback()
+
+
+def _wal(db: sqlite3.Connection) -> None:
+    """SQLite answers "database is locked" at once, without its busy handler, when the
+    journal mode changes while another run creates the file: wait as the handler would."""
+    deadline = time.monotonic() + BUSY_TIMEOUT
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def _check(db: sqlite3.Connection, path: Path) -> bool:
