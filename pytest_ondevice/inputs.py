@@ -144,19 +144,8 @@ def named_files(argv: Sequence[str], cwd: Path) -> list[str]:
 @functools.cache
 def toolchain_include_dirs(compiler: tuple[str, ...], flags: tuple[str, ...], lang: str) -> tuple[str, ...]:
     """The compiler's own include directories (covered by its identity, not hashed)."""
-    try:
-        proc = subprocess.run(
-            [*compiler, *flags, "-E", "-v", "-x", lang, os.devnull],
-            capture_output=True,
-            text=True,
-            errors="replace",
-            stdin=subprocess.DEVNULL,
-            timeout=60,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return ()
     dirs, inside = [], False
-    for line in proc.stderr.splitlines():
+    for line in _ask_driver([*compiler, *flags, "-E", "-v", "-x", lang, os.devnull]).stderr.splitlines():
         if line.startswith("#include <...> search starts here:"):
             inside = True
         elif line.startswith("End of search list."):
@@ -169,19 +158,8 @@ def toolchain_include_dirs(compiler: tuple[str, ...], flags: tuple[str, ...], la
 @functools.cache
 def toolchain_library_dirs(compiler: tuple[str, ...], flags: tuple[str, ...]) -> tuple[str, ...]:
     """The compiler's own library directories (its start files, libc, libgcc)."""
-    try:
-        out = subprocess.run(
-            [*compiler, *flags, "-print-search-dirs"],
-            capture_output=True,
-            text=True,
-            errors="replace",
-            stdin=subprocess.DEVNULL,
-            timeout=60,
-        ).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return ()
     dirs = []
-    for line in out.splitlines():
+    for line in _ask_driver([*compiler, *flags, "-print-search-dirs"]).stdout.splitlines():
         name, _, value = line.partition(": ")
         if name in ("install", "libraries"):
             dirs.extend(v.lstrip("=") for v in value.split(os.pathsep) if v.strip())
@@ -192,19 +170,8 @@ def toolchain_library_dirs(compiler: tuple[str, ...], flags: tuple[str, ...]) ->
 def link_search_dirs(compiler: tuple[str, ...], flags: tuple[str, ...]) -> tuple[str, ...]:
     """The -L directories the driver passes to the linker, specs files' included (picolibc's
     `-Tpicolibc.ld` is found there, and ld's dependency file names it as given)."""
-    try:
-        err = subprocess.run(
-            [*compiler, *flags, "-###", "-o", os.devnull, "x.o"],
-            capture_output=True,
-            text=True,
-            errors="replace",
-            stdin=subprocess.DEVNULL,
-            timeout=60,
-        ).stderr
-    except (OSError, subprocess.TimeoutExpired):
-        return ()
     dirs: list[str] = []
-    for line in err.splitlines():
+    for line in _ask_driver([*compiler, *flags, "-###", "-o", os.devnull, "x.o"]).stderr.splitlines():
         if " -L" in line:  # the collect2/ld command line
             try:
                 words = shlex.split(line)
@@ -212,6 +179,16 @@ def link_search_dirs(compiler: tuple[str, ...], flags: tuple[str, ...]) -> tuple
                 continue
             dirs += [w[2:] for w in words if w.startswith("-L") and len(w) > 2]
     return tuple(os.path.normpath(d) for d in dict.fromkeys(dirs))
+
+
+def _ask_driver(argv: list[str]) -> subprocess.CompletedProcess:
+    """What the compiler driver says about itself; empty output if it cannot be run."""
+    try:
+        return subprocess.run(
+            argv, capture_output=True, text=True, errors="replace", stdin=subprocess.DEVNULL, timeout=60
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return subprocess.CompletedProcess(argv, -1, "", "")
 
 
 def _both_spellings(dirs: Iterable[str]) -> tuple[str, ...]:
