@@ -56,11 +56,17 @@ def run(config: pytest.Config, out=None) -> int:
         board_rows[name] = Row((name, tc, f"{board.transport_name} ({transports.status(board.transport)})"), tc_ok)
     ini = transport_options(config)
     known = reg.names()
-    with ThreadPoolExecutor(max_workers=8) as pool:  # a farm's devices answer at once, not one by one
-        checks = {d: pool.submit(_check_device, reg, fleet, d, ini) for d in fleet.devices if d.board in known}
+    coordinator = Coordinator(fleet.coordinator) if fleet.places else None  # one link for every place
+    try:
+        with ThreadPoolExecutor(max_workers=8) as pool:  # a farm's devices answer at once, not one by one
+            devices = [d for d in fleet.devices if d.board in known]
+            checks = {d: pool.submit(_check_device, reg, fleet, d, ini, coordinator) for d in devices}
+            results = {d: check.result() for d, check in checks.items()}
+    finally:
+        if coordinator is not None:
+            coordinator.close()
     device_rows = []
-    for device, check in checks.items():
-        ok, status, why = check.result()
+    for device, (ok, status, why) in results.items():
         where = f"(labgrid place {device.place})" if device.place else device.address or "(board default)"
         device_rows.append(Row((device.name, device.board, where, status, why), ok))
     print_table(("board", "toolchain", "transport"), [r.cells for r in board_rows.values()], out)
@@ -79,20 +85,17 @@ def run(config: pytest.Config, out=None) -> int:
     return 0
 
 
-def _check_device(reg, fleet, device: Device, ini) -> tuple[bool, str, str]:
+def _check_device(reg, fleet, device: Device, ini, coordinator: Coordinator | None) -> tuple[bool, str, str]:
     """(reachable, status, why): the device opened and closed as a run would."""
     from .runner import device_table
 
     board = reg.get(device.board)
     place = ""
-    if device.place is not None:  # asked of the coordinator, not acquired: doctor takes no one's place
-        coordinator = Coordinator(fleet.coordinator)
+    if device.place is not None and coordinator is not None:  # asked, not acquired: doctor takes no one's place
         try:
             address, place = coordinator.look(device)
         except InfrastructureError as e:
             return False, "unusable", _one_line(e)
-        finally:
-            coordinator.close()
         device = replace(device, address=address)
         place += "; "
     try:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .schema import ConfigError, check, load_toml
@@ -181,4 +181,4 @@ def select(fleet: Fleet, boards: list[str], tags: list[str] | None = None) -> Fl
         having = ", ".join(fleet.boards())
         tagged = f" tagged {', '.join(tags)}" if tags else ""
         raise ConfigError(f"{fleet.path}: no device{tagged} of board {', '.join(missing)} (its boards: {having})")
-    return Fleet(devices, fleet.path, fleet.quarantine_after, fleet.retries, fleet.lease_dir, fleet.coordinator)
+    return replace(fleet, devices=devices)  # the file's settings, fewer devices

@@ -183,7 +183,7 @@ class Coordinator:
         return self._call(self._claim, device, "/".join(identity(lock_path)), fresh)
 
     def release(self, device: Device, lock_path: Path) -> None:
-        self._call(self._release, device, "/".join(identity(lock_path)))
+        self._call(self._release, "/".join(identity(lock_path)))
 
     def give_up(self, device: Device, lock_path: Path) -> None:
         """Stop waiting for the place: cancel the reservation, if there is one."""
@@ -260,7 +260,7 @@ class Coordinator:
         try:
             return self._address(session, device)
         except PlaceError:  # acquired but unusable: not ours to keep
-            await self._release(device, owner)
+            await self._release(owner)
             raise
 
     def _place(self, session: Any, device: Device) -> Any:
@@ -288,8 +288,11 @@ class Coordinator:
         except Exception as e:  # an exporter that went away leaves the place's resources orphaned
             raise PlaceError(device, f"labgrid place {device.place}: {e}") from None
         found = [entry for (_, cls), entry in resources.items() if cls == device.resource]
+        return self._usable(device, found, ", ".join(sorted({cls for _, cls in resources})) or "no resources")
+
+    def _usable(self, device: Device, found: list[Any], have: str) -> str:
+        """The address in the first of the place's resources of the device's class."""
         if not found:
-            have = ", ".join(sorted({cls for _, cls in resources})) or "no resources"
             raise PlaceError(device, self._no_resource(device, have))
         if not found[0].avail:
             raise PlaceError(device, f"labgrid place {device.place}: its {device.resource} is not available")
@@ -307,15 +310,16 @@ class Coordinator:
                 await _quietly(session.stub.CancelReservation(pb2.CancelReservationRequest(token=reservation.token)))
         await session.sync_with_coordinator()
 
-    async def _release(self, device: Device, owner: str) -> None:
+    async def _release(self, owner: str) -> None:
         from labgrid.remote.generated import labgrid_coordinator_pb2 as pb2
 
         session = self._sessions.get(owner)
         if session is None:
             return
-        if self._held.pop(owner, None) is not None:
+        place = self._held.pop(owner, None)
+        if place is not None:
             # fromuser: if someone kicked us meanwhile, their new holder keeps the place
-            await _quietly(session.stub.ReleasePlace(pb2.ReleasePlaceRequest(placename=device.place, fromuser=owner)))
+            await _quietly(session.stub.ReleasePlace(pb2.ReleasePlaceRequest(placename=place, fromuser=owner)))
         await self._cancel(owner)
         await _synced(session)
 
@@ -350,25 +354,19 @@ class Coordinator:
         session = await self._session(device, "/".join(identity(Path(f"look-{os.getpid()}"))))
         await session.sync_with_coordinator()
         place = self._place(session, device)
-        for exporter, groups in session.resources.items():
-            for group_name, group in groups.items():
-                for name, entry in group.items():
-                    if entry.cls == device.resource and place.hasmatch((exporter, group_name, entry.cls, name)):
-                        if not entry.avail:
-                            raise PlaceError(
-                                device, f"labgrid place {device.place}: its {device.resource} is not available"
-                            )
-                        held = f"acquired by {place.acquired}" if place.acquired else "free"
-                        return address_of(device, dict(entry.args)), f"labgrid place {device.place} {held}"
-        raise PlaceError(device, self._no_resource(device, "no matching resources"))
+        found = [  # not acquired, so matched here as the coordinator would match them
+            entry
+            for exporter, groups in session.resources.items()
+            for group_name, group in groups.items()
+            for name, entry in group.items()
+            if entry.cls == device.resource and place.hasmatch((exporter, group_name, entry.cls, name))
+        ]
+        held = f"acquired by {place.acquired}" if place.acquired else "free"
+        return self._usable(device, found, "no matching resources"), f"labgrid place {device.place} {held}"
 
     async def _close(self) -> None:
-        from labgrid.remote.generated import labgrid_coordinator_pb2 as pb2
-
-        for owner, place in list(self._held.items()):
-            session = self._sessions[owner]
-            await _quietly(session.stub.ReleasePlace(pb2.ReleasePlaceRequest(placename=place, fromuser=owner)))
-        self._held.clear()
+        for owner in list(self._held):
+            await self._release(owner)
         for owner in list(self._tokens):
             await self._cancel(owner)
         for session in self._sessions.values():
