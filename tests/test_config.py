@@ -323,3 +323,25 @@ def test_every_transport_ini_option_is_registered_with_pytest():
         ep.name: ep.value for ep in distribution("pytest-ondevice").entry_points if ep.group == "pytest_ondevice.ini"
     }
     assert set(eps) == set(declared_ini())
+
+
+def test_every_runtime_file_of_a_shipped_board_is_in_the_wheel():
+    """package-data lists the runtime directories: a board (or a file it #includes) outside them
+    works from a checkout and breaks once installed."""
+    import fnmatch
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    data = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    runtime = root / "boards" / "runtime"
+    shipped = [f"runtime/{g}" for g in data["pytest_ondevice.boards.runtime"]]
+    shipped += [f"runtime/host/{g}" for g in data["pytest_ondevice.boards.runtime.host"]]
+    reg = BoardRegistry()
+    for name in reg.names():
+        for path in reg.get(name).toolchain.runtime:
+            rel = path.resolve().relative_to(runtime.parent).as_posix()
+            assert any(fnmatch.fnmatch(rel, g) for g in shipped), f"{name}: {rel} is not in package-data"
+    for path in runtime.rglob("*"):  # what those files include sits beside them
+        if path.is_file() and "__pycache__" not in path.parts and path.name != "__init__.py":
+            rel = path.relative_to(runtime.parent).as_posix()
+            assert any(fnmatch.fnmatch(rel, g) for g in shipped), f"{rel} is not in package-data"
