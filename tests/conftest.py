@@ -8,6 +8,12 @@ from pathlib import Path
 
 import pytest
 
+# The plugin's run-time modules, imported before any in-process run: pytester drops the
+# modules a run imported, and a later run importing only some of them again holds two
+# copies of an exception class (runner's SizeError is not build's: a size-check failure
+# became a setup traceback, depending on which tests an xdist worker ran first).
+import pytest_ondevice.active  # noqa: F401
+
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 
