@@ -4,6 +4,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../common/fault_line.h"
+
 void ondevice_write(const char *data, size_t len);
 void ondevice_exit(int code) __attribute__((noreturn));
 
@@ -11,20 +13,6 @@ void ondevice_exit(int code) __attribute__((noreturn));
 #define SCB_HFSR (*(volatile uint32_t *)0xE000ED2C)
 #define SCB_MMFAR (*(volatile uint32_t *)0xE000ED34)
 #define SCB_BFAR (*(volatile uint32_t *)0xE000ED38)
-
-#define ONDEVICE_FAULT_EXIT 3
-
-static char *put_str(char *p, const char *s) {
-  while (*s) *p++ = *s++;
-  return p;
-}
-
-static char *put_hex(char *p, uint32_t v) {
-  *p++ = '0';
-  *p++ = 'x';
-  for (int i = 7; i >= 0; --i) *p++ = "0123456789abcdef"[(v >> (i * 4)) & 0xF];
-  return p;
-}
 
 static const char *cfsr_reason(uint32_t cfsr, uint32_t hfsr) {
   if (cfsr & (1u << 16)) return "UNDEFINSTR";

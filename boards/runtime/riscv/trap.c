@@ -4,10 +4,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../common/fault_line.h"
+
 void ondevice_write(const char *data, size_t len);
 void ondevice_exit(int code) __attribute__((noreturn));
 
-#define ONDEVICE_FAULT_EXIT 3 /* as on Cortex-M */
 #define CSR_READ(name)                                                                 \
   ({                                                                                   \
     uint32_t v_;                                                                       \
@@ -22,18 +23,6 @@ static const char *const causes[] = {
     "EcallFromU",                   "EcallFromS",             "Reserved10",             "EcallFromM",
     "InstructionPageFault",         "LoadPageFault",          "Reserved14",             "StorePageFault",
 };
-
-static char *put_str(char *p, const char *s) {
-  while (*s) *p++ = *s++;
-  return p;
-}
-
-static char *put_hex(char *p, uint32_t v) {
-  *p++ = '0';
-  *p++ = 'x';
-  for (int i = 7; i >= 0; --i) *p++ = "0123456789abcdef"[(v >> (i * 4)) & 0xF];
-  return p;
-}
 
 __attribute__((used)) void ondevice_trap(void) {
   uint32_t mcause = CSR_READ(mcause), mepc = CSR_READ(mepc), mtval = CSR_READ(mtval);
