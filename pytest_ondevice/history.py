@@ -11,7 +11,7 @@ import socket
 import sqlite3
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -292,67 +292,39 @@ def _read(db: sqlite3.Connection, path: Path, last: int | None) -> History:
     total = db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
     chosen = "SELECT id FROM runs ORDER BY started DESC, id DESC LIMIT ?"
     limit = last if last is not None else -1
-    runs = [
-        Run(
-            started=r[1],
-            finished=r[2],
-            git_rev=r[3],
-            git_dirty=None if r[4] is None else bool(r[4]),
-            host=r[5],
-            args=json.loads(r[6]) if r[6] else [],
-            exitstatus=r[7],
-            counts=dict(zip(OUTCOMES, r[8:12], strict=True)),
-            id=r[0],
-        )
-        for r in db.execute(
-            "SELECT id, started, finished, git_rev, git_dirty, host, args, exitstatus, passed, failed, error, skipped "
-            f"FROM runs WHERE id IN ({chosen}) ORDER BY started, id",
-            (limit,),
-        )
-    ]
+    runs = []
+    for row in _select(db, "runs", [f for f in _fields(Run) if f != "counts"] + list(OUTCOMES), chosen, limit):
+        counts = {outcome: row.pop(outcome) for outcome in OUTCOMES}
+        row["git_dirty"] = None if row["git_dirty"] is None else bool(row["git_dirty"])
+        row["args"] = json.loads(row["args"]) if row["args"] else []
+        runs.append(Run(**row, counts=counts))
+    runs.sort(key=lambda run: (run.started, run.id))
     results = [
-        Result(
-            nodeid=r[1],
-            case_name=r[2],
-            board=r[3],
-            device=r[4],
-            binary_sha256=r[5],
-            outcome=r[6],
-            duration=r[7] or 0.0,
-            message=r[8],
-            retried_after=r[9],
-            run_id=r[0],
-        )
-        for r in db.execute(
-            "SELECT run_id, nodeid, case_name, board, device, binary_sha256, outcome, duration, message, "
-            f"retried_after FROM results WHERE run_id IN ({chosen})",
-            (limit,),
-        )
+        Result(**{**row, "duration": row["duration"] or 0.0})
+        for row in _select(db, "results", _fields(Result), chosen, limit)
     ]
     benches = [
         Bench(
-            nodeid=r[1],
-            case_name=r[2],
-            board=r[3],
-            device=r[4],
-            binary_sha256=r[5],
-            name=r[6],
-            unit=r[7],
-            median=r[8],
-            min=r[9],
-            max=r[10],
-            us=r[11],
-            deterministic=bool(r[12]),
-            record=json.loads(r[13]) if r[13] else None,
-            run_id=r[0],
+            **{
+                **row,
+                "deterministic": bool(row["deterministic"]),
+                "record": json.loads(row["record"]) if row["record"] else None,
+            }
         )
-        for r in db.execute(
-            "SELECT run_id, nodeid, case_name, board, device, binary_sha256, name, unit, median, min, max, us, "
-            f"deterministic, record FROM benches WHERE run_id IN ({chosen})",
-            (limit,),
-        )
+        for row in _select(db, "benches", _fields(Bench), chosen, limit)
     ]
     return History(runs, results, benches, total)
+
+
+def _fields(cls: type) -> list[str]:
+    return [f.name for f in fields(cls)]
+
+
+def _select(db: sqlite3.Connection, table: str, columns: list[str], chosen: str, limit: int) -> list[dict]:
+    """The rows of the chosen runs, each a dict by column name (the dataclasses' field names)."""
+    run = "id" if table == "runs" else "run_id"
+    cursor = db.execute(f"SELECT {', '.join(columns)} FROM {table} WHERE {run} IN ({chosen})", (limit,))
+    return [dict(zip(columns, row, strict=True)) for row in cursor]
 
 
 def now() -> str:
