@@ -18,8 +18,6 @@ own and every call is handed to it.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import contextlib
 import getpass
 import hashlib
@@ -29,7 +27,10 @@ import socket
 import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import asyncio
 
 from .fleet import Device
 from .transports import InfrastructureError
@@ -114,6 +115,9 @@ class Coordinator:
 
     # -- the loop thread -----------------------------------------------------
     def _call(self, make: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+        import asyncio  # here, not at the top: every run with a board imports this module
+        import concurrent.futures
+
         with self._start:
             if self._loop is None:
                 self._loop = asyncio.new_event_loop()
@@ -162,7 +166,7 @@ class Coordinator:
                 return owner.split("/", 1)[1]
 
         address = proxymanager.get_grpc_address(self.address, default_port=20408)
-        session = Session(address, asyncio.get_running_loop())
+        session = Session(address, self._loop)
         try:
             await session.start()
         except Exception as e:  # labgrid raises its own ServerError, grpc its errors
