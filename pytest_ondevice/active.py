@@ -254,7 +254,7 @@ class OnDevicePlugin:
         specs = {}
         for item in session.items:
             spec = getattr(item, "spec", None)
-            if spec is not None:
+            if spec is not None and item.get_closest_marker("skip") is None:  # skipped: never built
                 specs[spec.key] = spec
         if session.config.getoption("collectonly"):
             return  # listing tests builds nothing

@@ -268,3 +268,12 @@ def _build(name: str, path: Path, data: dict[str, Any]) -> Board:
         emulator=data.get("emulator"),
         clock=data.get("clock"),
     )
+
+
+_DEBIAN_ARCHES = {"aarch64": "arm64", "arm": "armhf", "x86_64": "amd64", "riscv64": "riscv64"}
+
+
+def debian_arch(arch: str) -> str | None:
+    """Debian's name for a board's architecture, for a cross package (`libgtest-dev:arm64`);
+    None for the host's own ("native") or one Debian has no packages for."""
+    return _DEBIAN_ARCHES.get(arch)

@@ -12,6 +12,7 @@ covered by its identity. Compilers run in parallel up to `jobs` at a time.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import platform
 import re
@@ -27,8 +28,9 @@ from pathlib import Path
 from typing import TypeVar
 
 from . import elf, inputs, pkgconfig, sizecheck
-from .board import Board
+from .board import Board, debian_arch
 from .dirconfig import BuildFlags, DirConfig
+from .formats import NO_NEEDS, Needs
 from .store import CacheError, Entry, Store, checkpoint, key_of, unusable
 from .toolchain import ResolvedToolchain
 
@@ -43,6 +45,19 @@ _DISK_TROUBLE = ("No space left on device", "Read-only file system", "Disk quota
 
 class BuildError(Exception):
     """A compile or link failed; the message carries the compiler's diagnostics."""
+
+
+def _install_hint(board: Board, needs: Needs) -> str:
+    """Where a test harness's library comes from, for this board."""
+    if board.kind == "baremetal":
+        what = needs.debian_package or "this test harness"
+        return f"{what} needs an operating system: run these tests on a Linux or host board"
+    if not needs.debian_package:
+        return ""
+    arch = debian_arch(board.arch)
+    package = needs.debian_package + (f":{arch}" if arch else "")
+    more = " (scripts/setup.sh --arm64-libs)" if arch == "arm64" else ""
+    return f"install it: apt-get install {package}{more}"
 
 
 @dataclass(frozen=True)
@@ -115,10 +130,16 @@ class Builder:
         self.store = Store(cache_dir or root / "cache")
 
     # -- public --------------------------------------------------------------
-    def binary(self, board: Board, tc: ResolvedToolchain, cfg: DirConfig, source: Path, rel: str) -> Artifact:
-        """Build one test binary; `rel` is the source's path relative to the project."""
+    def binary(
+        self, board: Board, tc: ResolvedToolchain, cfg: DirConfig, source: Path, rel: str, needs: Needs = NO_NEEDS
+    ) -> Artifact:
+        """Build one test binary; `rel` is the source's path relative to the project, `needs`
+        what its test harness links (GoogleTest, CppUTest)."""
         settings = cfg.for_file(source, board.name, board.kind)
-        flags, extra = pkgconfig.merged(settings.flags, self._pkg_flags(board, cfg)), settings.extra_sources
+        flags = pkgconfig.merged(settings.flags, self._pkg_flags(board, cfg))
+        if needs.pkg_config:
+            flags = pkgconfig.merged(flags, self._pkg_flags(board, cfg, needs))
+        extra = (*settings.extra_sources, *needs.sources)
         archive = self._library(board, tc, cfg)
         runtime = [self._compile(board, tc, src, flags) for src in board.toolchain.runtime]
         objects = [self._compile(board, tc, src, flags) for src in (source, *extra)]
@@ -178,12 +199,17 @@ class Builder:
             paths.append(path)
         return paths
 
-    def _pkg_flags(self, board: Board, cfg: DirConfig) -> BuildFlags:
-        """The directory's pkg_config packages for this board, asked once per session."""
+    def _pkg_flags(self, board: Board, cfg: DirConfig, needs: Needs | None = None) -> BuildFlags:
+        """The directory's pkg_config packages for this board (or, given needs, the test
+        harness's alone), asked once per session."""
 
         def ask() -> BuildFlags:
             try:
-                flags = pkgconfig.flags_for(board, cfg)
+                if needs is None:
+                    flags = pkgconfig.flags_for(board, cfg)
+                else:
+                    bare = dataclasses.replace(cfg, pkg_config=())
+                    flags = pkgconfig.flags_for(board, bare, needs.pkg_config, _install_hint(board, needs))
             except pkgconfig.PkgConfigError as e:
                 raise BuildError(str(e)) from None
             dirs = [Path(f[2:]) for f in flags.ldflags if f.startswith("-L")]
@@ -193,7 +219,7 @@ class Builder:
                         _check_arch(d / f"lib{lib}.a", board, f"{cfg.path}: pkg-config's -l{lib}")
             return flags
 
-        return self._once(("pkg-config", board.name, cfg.path), ask)
+        return self._once(("pkg-config", board.name, cfg.path, needs), ask)
 
     def _linker_script(self, board: Board) -> Path | None:
         """The board's script with its [memory] figures filled in, stored by its content."""
@@ -372,11 +398,13 @@ class Builder:
         script: Path | None,
     ) -> Artifact:
         compiler = tc.cxx if cxx else tc.cc
+        # a C++ driver links libstdc++ last by itself; a -lstdc++ from a .pc file (CppUTest's)
+        # would put it before a library that replaces operator new/delete, and a static link fails
         tail = [
             *tc.ldflags,
             *flags.ldflags,
             *([f"-T{script}"] if script else []),
-            *(f"-l{lib}" for lib in (*flags.libs, *board.toolchain.libs)),
+            *(f"-l{lib}" for lib in (*flags.libs, *board.toolchain.libs) if not (cxx and lib == "stdc++")),
         ]
         named = [*objects, *([script] if script else [])]
         digests = {str(p): self.store.digest(p) for p in named}

@@ -30,7 +30,8 @@ _BUILD_KEYS = {
     "libs": list,
     "timeout": SECONDS,
 }
-_FILE_KEYS = {**_BUILD_KEYS, "data": list}  # data: files the test reads, pushed beside the binary
+# data: files the test reads, pushed beside the binary; format: the test harness (formats/)
+_FILE_KEYS = {**_BUILD_KEYS, "data": list, "format": str}
 # prebuilt: objects or static libraries per board, e.g. "vendor/{board}/libk.a" ({board}, {arch})
 # pkg_config: packages found per board; pkg_config_path: extra .pc dirs ({board}, {arch})
 _BOARD_KEYS = {k: list for k in ("include_dirs", "defines", "cflags", "cxxflags", "ldflags", "libs")}
@@ -63,6 +64,7 @@ class FileSettings:
     extra_sources: tuple[Path, ...]
     timeout: float | None
     data: tuple[Path, ...]
+    format: str | None = None  # declared; None: told from what the source includes
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,7 @@ class DirConfig:
     flags: BuildFlags = BuildFlags()
     timeout: float | None = None
     data: tuple[Path, ...] = ()
+    format: str | None = None
     files: dict[str, dict] = field(default_factory=dict, hash=False, compare=False)
     prebuilt: tuple[str, ...] = ()  # path patterns relative to root
     pkg_config: tuple[str, ...] = ()
@@ -100,11 +103,11 @@ class DirConfig:
             rel = _relative(source, self.root)
             over = self.files.get(rel, {})
         if not over:
-            return FileSettings(base, (), self.timeout, self.data)
+            return FileSettings(base, (), self.timeout, self.data, self.format)
         flags = _plus(base, over, self._paths(over.get("include_dirs", [])))
         extra = tuple(self._glob(over.get("sources", []), "files.sources"))
         data = self.data + tuple(self._glob(over.get("data", []), "files.data"))
-        return FileSettings(flags, extra, over.get("timeout", self.timeout), data)
+        return FileSettings(flags, extra, over.get("timeout", self.timeout), data, over.get("format", self.format))
 
     def _paths(self, items: list[str], key: str = "include_dirs") -> list[Path]:
         """Include dirs, each of which must exist: a typo would only move the error to a
@@ -242,6 +245,7 @@ def load(path: Path | None, fallback_root: Path, test_patterns: tuple[str, ...] 
         flags,
         data.get("timeout"),
         files,
+        data.get("format"),
         data.get("files", {}),
         tuple(data.get("prebuilt", [])),
         tuple(data.get("pkg_config", [])),

@@ -34,8 +34,17 @@ def _blank(match: re.Match[str]) -> str:
     return re.sub(r"[^\n]", " ", match.group(0))
 
 
+def code_of(text: str) -> str:
+    """The source with comments, literals and preprocessor lines blanked, lines kept."""
+    return _DIRECTIVE.sub(_blank, _BLANK.sub(_blank, text))
+
+
+def line_at(code: str, pos: int) -> int:
+    return code.count("\n", 0, pos) + 1
+
+
 def find_cases(text: str) -> list[Case]:
-    code = _DIRECTIVE.sub(_blank, _BLANK.sub(_blank, text))
+    code = code_of(text)
     found: list[tuple[int, Case]] = []
     for m in _V1.finditer(code):
         found.append((m.start(), Case(m.group(1), code.count("\n", 0, m.start()) + 1, "v1")))

@@ -10,14 +10,17 @@ import pytest
 from _pytest._code.code import TerminalRepr
 from _pytest.reports import TestReport
 
+from . import formats
 from .bench import BenchRecordError, compare, measure
 from .bench import key as bench_key
 from .devlog import describe_end
-from .discover import Case, device_names, find_cases
+from .discover import Case
 from .failure import CaseFailureRepr
+from .formats import Format, FormatError
 from .keys import BASELINE_KEY, SESSION_KEY, selected_boards
 from .protocol import Outcome, Verdict
 from .runner import BinaryResult, BinarySpec, OnDeviceSession
+from .schema import ConfigError
 
 BINARY_ITEM = "binary"  # the item of a file whose cases the source scan cannot see
 
@@ -44,15 +47,17 @@ class OnDeviceFile(pytest.File):
     def collect(self):
         session = _session(self)
         text = self.path.read_text(encoding="utf-8", errors="replace")
+        harness = _format_of(session, self.path, text)
         # No visible case (all made by a macro): one item still builds and runs the binary,
         # and every case the device prints is reported; a file is never silently dropped.
-        found = find_cases(text)
+        found = harness.find_cases(text)
         cases = found or [Case(BINARY_ITEM, 1, "binary")]
         rel = _rel(self.path, self.config.rootpath)
+        order, needs = harness.device_order(found), harness.needs(text)
         for board_name in selected_boards(self.config):
             board = session.registry.get(board_name)
             lines = tuple((c.name, c.line) for c in found)
-            spec = BinarySpec(board, self.path.resolve(), rel, device_names(found), lines)
+            spec = BinarySpec(board, self.path.resolve(), rel, order, lines, harness.name, needs)
             for case in cases:
                 name = f"{case.name}[{board.name}]"
                 item = OnDeviceItem.from_parent(
@@ -68,7 +73,25 @@ class OnDeviceFile(pytest.File):
                 )
                 if case.bench:
                     item.add_marker("bench")
+                if board.kind not in harness.kinds:
+                    kinds = " or ".join(harness.kinds)
+                    reason = f"{harness.name} tests need a {kinds} board; {board.name} is {board.kind}"
+                    item.add_marker(pytest.mark.skip(reason=reason))
                 yield item
+
+
+def _format_of(session: OnDeviceSession, path: Path, text: str) -> Format:
+    """The harness ondevice.toml declares for this source, else the one it includes. A
+    broken ondevice.toml is reported when the binary is built (its items error there)."""
+    try:
+        cfg = session.dir_config(path)
+        declared = cfg.for_file(path.resolve()).format
+    except ConfigError:
+        cfg, declared = None, None
+    try:
+        return formats.for_source(text, declared, str(cfg.path) if cfg is not None and cfg.path else "")
+    except FormatError as e:
+        raise pytest.UsageError(str(e)) from None
 
 
 def _rel(path: Path, root: Path) -> str:
@@ -131,7 +154,7 @@ class OnDeviceItem(pytest.Item):
             # as captured stdout: JUnit's system-out carries it (-o junit_logging=all)
             self.add_report_section("call", "stdout (device log)", verdict.log.rstrip("\n") + "\n")
         if verdict.outcome is Outcome.SKIPPED:
-            pytest.skip(verdict.message or "skipped on device")
+            raise pytest.skip.Exception(verdict.message or "skipped on device", _use_item_location=True)
         raise CaseFailed(*_failure_text(verdict, result))
 
     def _attach_benches(self, result: BinaryResult) -> list[str]:

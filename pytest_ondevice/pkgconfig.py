@@ -19,9 +19,11 @@ class PkgConfigError(Exception):
     pass
 
 
-def flags_for(board: Board, cfg: DirConfig) -> BuildFlags:
-    """The compile and link flags of the directory's pkg_config packages, for this board."""
-    if not cfg.pkg_config:
+def flags_for(board: Board, cfg: DirConfig, packages: tuple[str, ...] = (), hint: str = "") -> BuildFlags:
+    """The compile and link flags of the directory's pkg_config packages (and the test
+    harness's), for this board; hint: what to install when one is missing."""
+    packages = (*cfg.pkg_config, *packages)
+    if not packages:
         return BuildFlags()
     env = dict(os.environ, PKG_CONFIG_ALLOW_CROSS="1")
     extra = [str((cfg.root / p.format(board=board.name, arch=board.arch)).resolve()) for p in cfg.pkg_config_path]
@@ -32,7 +34,7 @@ def flags_for(board: Board, cfg: DirConfig) -> BuildFlags:
         env.pop("PKG_CONFIG_PATH", None)
         if board.toolchain.sysroot:
             env["PKG_CONFIG_SYSROOT_DIR"] = board.toolchain.sysroot
-    argv = ["pkg-config", "--static", *cfg.pkg_config]
+    argv = ["pkg-config", "--static", *packages]
     try:
         cflags = _run([*argv, "--cflags"], env)
         libs = _run([*argv, "--libs"], env)
@@ -41,8 +43,8 @@ def flags_for(board: Board, cfg: DirConfig) -> BuildFlags:
     except subprocess.CalledProcessError as e:
         where = env.get("PKG_CONFIG_LIBDIR", env.get("PKG_CONFIG_PATH", ""))
         raise PkgConfigError(
-            f"{cfg.path}: pkg-config found no {' '.join(cfg.pkg_config)} for board {board.name} "
-            f"(searched {where or 'the default path'}): {e.stderr.strip()}"
+            f"{cfg.path or cfg.root}: pkg-config found no {' '.join(packages)} for board {board.name} "
+            f"(searched {where or 'the default path'}): {e.stderr.strip()}" + (f"\n{hint}" if hint else "")
         ) from None
     return BuildFlags(
         cflags=tuple(cflags),

@@ -49,6 +49,7 @@ _V2_SUMMARY = re.compile(r"\[==========\] (\d+) tests? ran")
 _V2_FAILURE = re.compile(r"^.+:\d+: Failure$")
 # "... failed at FILE:LINE (A vs B)", "FAIL: ... at FILE:LINE", "FILE:LINE: Failure"; FILE may hold spaces
 _LOCATION = re.compile(r"(?: at |^)(.+?):(\d+)(?: \(.*\)|: Failure)?$")
+_ANY_LOCATION = re.compile(r"([\w./+-]+\.[A-Za-z]\w*):(\d+)\b")
 
 
 class Outcome(StrEnum):
@@ -430,7 +431,7 @@ class TestOutputParser:
 
     def _case_verdict(self, record: CaseRecord, running: bool, abnormal: str | None) -> Verdict:
         log = record.log.text()
-        location = _first_location(record.failures)
+        location = first_location(record.failures)
         failures = list(record.failures)
         if record.dropped_failures:
             failures.append(f"... {record.dropped_failures} more failure lines")
@@ -489,9 +490,15 @@ def _exit_note(end: RunEnd) -> str:
     return ""
 
 
-def _first_location(failures: list[str]) -> tuple[str, int] | None:
+def first_location(failures: list[str]) -> tuple[str, int] | None:
+    """file:line of the first failure line that names one (TFLM's forms first, then any
+    `path.ext:LINE` as GoogleTest, CppUTest, Unity and Rust panics print it)."""
     for line in failures:
         m = _LOCATION.search(line[line.rindex(" at ") :] if " at " in line else line)
+        if m:
+            return m.group(1), int(m.group(2))
+    for line in failures:
+        m = _ANY_LOCATION.search(line)
         if m:
             return m.group(1), int(m.group(2))
     return None

@@ -17,15 +17,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from . import dirconfig, toolchain, transports
+from . import dirconfig, formats, toolchain, transports
 from .board import Board, BoardRegistry
 from .build import Artifact, Builder, BuildError
 from .devlog import DeviceLog
 from .fleet import Device, Fleet
+from .formats import NO_NEEDS, Needs
 from .keys import TEST_PATTERNS
 from .labgrid_places import Coordinator, PlaceError
 from .lease import Lease, Leases
-from .protocol import NEVER_STARTED, BinaryVerdicts, Outcome, RunEnd, TestOutputParser, Verdict
+from .protocol import NEVER_STARTED, BinaryVerdicts, Outcome, RunEnd, Verdict
 from .quarantine import Quarantine
 from .schema import ConfigError
 from .sizecheck import SizeError
@@ -41,8 +42,10 @@ class BinarySpec:
     board: Board
     source: Path
     rel: str  # source path relative to the project root, for output names
-    cases: tuple[str, ...]
+    cases: tuple[str, ...]  # as the device prints them, in its run order
     lines: tuple[tuple[str, int], ...] = ()  # (case, line of its declaration)
+    format: str = "tflm"  # the test harness (formats/): how it is run and its output read
+    needs: Needs = NO_NEEDS  # what the harness links
 
     @property
     def key(self) -> tuple[str, Path]:
@@ -156,7 +159,7 @@ class OnDeviceSession:
     def _build(self, spec: BinarySpec) -> Artifact:
         cfg = self.dir_config(spec.source)
         tc = toolchain.resolve(spec.board)
-        return self.builder.binary(spec.board, tc, cfg, spec.source, spec.rel)
+        return self.builder.binary(spec.board, tc, cfg, spec.source, spec.rel, spec.needs)
 
     def dir_config(self, source: Path) -> dirconfig.DirConfig:
         path = dirconfig.find(source, self.settings.rootdir)
@@ -317,14 +320,15 @@ class OnDeviceSession:
         prefix = f"{spec.board.name}@{device.name}" if several else spec.board.name
         attempts = 1 + max(0, self.settings.retries)
         lost = ""  # why the previous attempt was cut short
+        harness = formats.named(spec.format)
         for attempt in range(1, attempts + 1):
-            parser = TestOutputParser()
+            parser = harness.parser(spec.cases)
             log = DeviceLog(log_path, prefix, parser.feed_line, self.live, self.settings.log_max)
             try:
                 transport = self._transport(device)
                 deployed = transport.deploy(artifact.path, artifact.sha256, data)
                 self._count_deploy(deployed.pushed)
-                end = transport.run(deployed, [], timeout, log.feed)
+                end = transport.run(deployed, list(harness.run_args), timeout, log.feed)
             except InfrastructureError as e:
                 log.close()
                 message = f"{lost}; then, on attempt {attempt}: {e}" if lost else str(e)

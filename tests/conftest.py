@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import textwrap
 from pathlib import Path
@@ -13,6 +14,12 @@ import pytest
 # copies of an exception class (runner's SizeError is not build's: a size-check failure
 # became a setup traceback, depending on which tests an xdist worker ran first).
 import pytest_ondevice.active  # noqa: F401
+
+# pyOCD imports the importlib_metadata backport (--list-boards asks the SWD transport); a
+# run that imports it first leaves, once pytester drops it, importlib.metadata finding no
+# distribution at all: the next in-process run loads no plugin and rejects --board
+with contextlib.suppress(ImportError):
+    import importlib_metadata  # noqa: F401
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"

@@ -1,0 +1,116 @@
+"""Test harness formats: how a source declares its cases and how its binary reports them.
+
+One small class per format. Ours (TFLM v1/v2 with our header, GoogleTest, CppUTest,
+Unity) are built in; a third party registers its own in the entry-point group
+`pytest_ondevice.formats` (`name = "package.module:FormatClass"`). A test source's format
+is the one ondevice.toml declares for it (`format = "gtest"`), else the first whose
+header the source includes, else TFLM. Every format's parser gives the same guarantees
+(see stream.py and docs/protocol.md).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import ClassVar, Protocol
+
+from ..discover import Case, device_names
+from ..protocol import BinaryVerdicts, RunEnd
+
+GROUP = "pytest_ondevice.formats"
+HARNESS_DIR = Path(__file__).resolve().parent / "harness"
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]([^>"]+)[>"]', re.MULTILINE)
+
+
+class Parser(Protocol):
+    """Streaming: one line at a time, bounded memory; the verdicts need how the run ended."""
+
+    def feed_line(self, raw: str) -> None: ...
+
+    def verdicts(self, expected: list[str], end: RunEnd) -> BinaryVerdicts: ...
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What a binary of this format links besides the project's code, per board."""
+
+    pkg_config: tuple[str, ...] = ()  # found with the board's pkg-config settings
+    sources: tuple[Path, ...] = ()  # compiled into the binary (a main the source lacks)
+    debian_package: str = ""  # where the library comes from on Debian (":ARCH" for a cross board)
+
+
+NO_NEEDS = Needs()
+
+
+class Format:
+    """A harness: subclasses say how to find cases, how to run and how to parse."""
+
+    name: ClassVar[str] = ""
+    headers: ClassVar[tuple[str, ...]] = ()  # including one of these selects the format
+    run_args: ClassVar[tuple[str, ...]] = ()  # given to every binary of this format
+    kinds: ClassVar[tuple[str, ...]] = ("host", "linux", "baremetal")  # boards it can run on
+
+    def find_cases(self, text: str) -> list[Case]:
+        raise NotImplementedError
+
+    def device_order(self, cases: list[Case]) -> tuple[str, ...]:
+        """The names the device will print, in the order it runs them."""
+        return device_names(cases)
+
+    def parser(self, order: tuple[str, ...]) -> Parser:
+        raise NotImplementedError
+
+    def needs(self, text: str) -> Needs:
+        return NO_NEEDS
+
+
+class FormatError(Exception):
+    """An unknown format name (ondevice.toml) or a broken third-party format."""
+
+
+@functools.cache
+def known() -> dict[str, type[Format]]:
+    """Ours, then the entry points' (which may not shadow ours)."""
+    from .cpputest import CppUTest
+    from .gtest import GoogleTest
+    from .tflm import Tflm
+    from .unity import Unity
+
+    formats: dict[str, type[Format]] = {f.name: f for f in (GoogleTest, CppUTest, Unity, Tflm)}
+    for ep in entry_points(group=GROUP):
+        if ep.name in formats:
+            continue
+        try:
+            cls = ep.load()
+        except Exception as e:  # a broken plug-in names itself, not a traceback of ours
+            raise FormatError(f"test format {ep.name!r} ({ep.value}) could not be loaded: {e}") from None
+        formats[ep.name] = cls
+    return formats
+
+
+def named(name: str, where: str = "") -> Format:
+    formats = known()
+    if name not in formats:
+        raise FormatError(
+            f"{where}{': ' if where else ''}unknown test format {name!r}; known: {', '.join(sorted(formats))}"
+        )
+    return formats[name]()
+
+
+def for_source(text: str, declared: str | None = None, where: str = "") -> Format:
+    """The declared format, else the first whose header the source includes, else TFLM."""
+    if declared:
+        return named(declared, where)
+    included = {Path(h).name for h in _INCLUDE.findall(text)} | set(_INCLUDE.findall(text))
+    for cls in known().values():
+        if any(h in included for h in cls.headers):
+            return cls()
+    return named("tflm")
+
+
+def has_main(code: str) -> bool:
+    """Does the (comment-free) source define main? Then the harness's own main is not linked."""
+    return re.search(r"\bint\s+main\s*\(", code) is not None

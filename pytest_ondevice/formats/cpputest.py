@@ -1,0 +1,80 @@
+"""CppUTest: `TEST(Group, Name)` / `IGNORE_TEST`, run verbosely (`-v`) so each case has a
+start (`TEST(Group, Name)`) and an end (` - N ms`, on the same line or after the case's
+own output). CppUTest runs a file's tests in reverse order of definition and exits with
+the number of failures; a source without main gets CppUTest's usual one."""
+
+from __future__ import annotations
+
+import re
+
+from ..discover import Case, code_of, line_at
+from ..protocol import Outcome
+from . import HARNESS_DIR, Format, Needs, has_main
+from .stream import CaseStream, Summary
+
+_DECLARED = re.compile(r"\b(IGNORE_TEST|TEST)\s*\(\s*([A-Za-z_]\w*)\s*,\s*([A-Za-z_]\w*)\s*\)")
+_START = re.compile(r"^(IGNORE_TEST|TEST)\((\w+), (\w+)\)")
+_END = re.compile(r"(?:^| )- \d+ ms$")
+_FAILURE = re.compile(r"(\S+:\d+): error: Failure in (?:IGNORE_)?TEST\((\w+), (\w+)\)")
+_SUMMARY = re.compile(r"^(OK|Errors) \((.*)\)$")
+_COUNT = re.compile(r"(\d+) (failures|tests|ran|checks|ignored|filtered out)\b")
+
+
+class CppUTest(Format):
+    name = "cpputest"
+    headers = ("CppUTest/TestHarness.h", "CppUTest/CommandLineTestRunner.h")
+    kinds = ("host", "linux")  # it needs an operating system (threads, files, a heap)
+    run_args = ("-v",)
+
+    def find_cases(self, text: str) -> list[Case]:
+        code = code_of(text)
+        cases: dict[str, Case] = {}
+        for m in _DECLARED.finditer(code):
+            name = f"{m.group(2)}.{m.group(3)}"
+            cases.setdefault(name, Case(name, line_at(code, m.start()), self.name))
+        return list(cases.values())
+
+    def device_order(self, cases: list[Case]) -> tuple[str, ...]:
+        return tuple(c.name for c in reversed(cases))
+
+    def parser(self, order: tuple[str, ...]) -> CppUTestParser:
+        return CppUTestParser(order)
+
+    def needs(self, text: str) -> Needs:
+        main = () if has_main(code_of(text)) else (HARNESS_DIR / "cpputest_main.cpp",)
+        return Needs(pkg_config=("cpputest",), sources=main, debian_package="libcpputest-dev")
+
+
+class CppUTestParser(CaseStream):
+    def __init__(self, order: tuple[str, ...] = ()) -> None:
+        super().__init__(order)
+        self._detail = False
+
+    def line(self, line: str) -> None:
+        m = _START.match(line)
+        if m:
+            self._detail = False
+            record = self.start(f"{m.group(2)}.{m.group(3)}")
+            if record is not None and m.group(1) == "IGNORE_TEST":
+                record.skip_reason = "ignored in the source (IGNORE_TEST)"
+            line = line[m.end() :]
+        m = _FAILURE.search(line)
+        if m:
+            self._detail = True
+            self.fail(f"{m.group(1)}: error: Failure in TEST({m.group(2)}, {m.group(3)})", f"{m.group(2)}.{m.group(3)}")
+            return
+        if self.current is not None and _END.search(line):
+            self._detail = False
+            record = self.current
+            self.end(record.name, Outcome.SKIPPED if record.skip_reason else Outcome.PASSED, record.skip_reason)
+            return
+        target = self.current or self.last
+        if self._detail and line.startswith("\t") and target is not None:
+            target.add_failure(line.strip())
+            return
+        m = _SUMMARY.match(line)
+        if m and self.current is None:
+            counts = {k: int(n) for n, k in _COUNT.findall(m.group(2))}
+            ran, ignored = counts.get("ran"), counts.get("ignored")
+            failed = counts.get("failures", 0)
+            self.close(Summary(total=None if ran is None else ran + (ignored or 0), failed=failed, skipped=ignored))

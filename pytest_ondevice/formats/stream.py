@@ -1,0 +1,237 @@
+"""The bookkeeping every harness parser shares, and the guarantees that come with it.
+
+A format's parser reads its own lines and calls start/end/fail/summary; this class turns
+that and how the process ended into verdicts a user can believe:
+
+- a case with no verdict line fails: named as running when the binary crashed, hung or
+  stopped printing, and "not run" when it never started;
+- a crash, fault or timeout after every verdict, or an exit without the closing summary,
+  or a summary or exit status that disagrees with the verdicts, fails every case that
+  had not failed: the run as a whole is not trustworthy;
+- a case announced twice, or given two verdicts, fails: its output cannot be attributed;
+- memory is bounded: so many cases, so many failure and log lines per case.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..protocol import (
+    MAX_CASES,
+    NEVER_STARTED,
+    BinaryVerdicts,
+    CaseRecord,
+    Outcome,
+    RunEnd,
+    Verdict,
+    first_location,
+)
+
+NO_VERDICT = "no verdict: output ended while this case was running"
+NOT_CLOSED = "not run: no verdict (output ended without the closing summary)"
+
+
+def _second_verdict(name: str, outcome: Outcome) -> str:
+    return f"case {name} was given a second verdict ({outcome.value}): its output cannot be attributed"
+
+
+@dataclass
+class Summary:
+    """The closing summary's counts; None where the format does not print one."""
+
+    total: int | None = None
+    passed: int | None = None
+    failed: int | None = None
+    skipped: int | None = None
+
+
+class CaseStream:
+    """Base of the harness parsers: subclasses implement line()."""
+
+    __test__ = False
+    exit_counts_failures = True  # the harness's main sets the exit status (not the user's)
+
+    def __init__(self, order: tuple[str, ...] = ()) -> None:
+        self.order = order  # the run order the source declares (for a format without start lines)
+        self.cases: dict[str, CaseRecord] = {}
+        self.current: CaseRecord | None = None
+        self.last: CaseRecord | None = None
+        self.summary: Summary | None = None
+        self.dropped_cases = 0
+        self.conflicts: dict[str, str] = {}  # case -> why its output cannot be attributed
+
+    # -- feeding -------------------------------------------------------------
+    def feed_line(self, raw: str) -> None:
+        line = raw.rstrip()
+        before = self.current
+        self.line(line)
+        owner = self.current or before
+        if owner is not None:
+            owner.log.append(line)
+
+    def line(self, line: str) -> None:
+        raise NotImplementedError
+
+    # -- what subclasses call ------------------------------------------------
+    def start(self, name: str) -> CaseRecord | None:
+        if self.current is not None:
+            self.current.add_failure(f"no verdict: case {name} started before this one ended")
+            self._finish(Outcome.FAILED)
+        record = self.cases.get(name)
+        if record is None:
+            if len(self.cases) >= MAX_CASES:
+                self.dropped_cases += 1
+                return None
+            record = self.cases[name] = CaseRecord(name)
+        elif self.summary is None:
+            self.conflicts[name] = (
+                f"case {name} was announced {record.starts + 1} times: a test may have printed its start line, "
+                "or two cases share the name, so this output cannot be attributed"
+            )
+        record.starts += 1
+        record.outcome = None
+        record.seen_at_start = len(record.failures) + record.dropped_failures
+        self.current = record
+        return record
+
+    def end(self, name: str, outcome: Outcome, reason: str = "") -> None:
+        """A verdict line: it ends the running case of that name. A verdict about a case that
+        already has one is a conflict: a test may have printed it."""
+        record = self.current
+        if record is None or record.name != name:
+            done = self.cases.get(name)
+            if done is not None and done.outcome is not None:
+                self.conflicts[name] = _second_verdict(name, outcome)
+            return
+        if outcome is Outcome.SKIPPED:
+            record.skip_reason = reason or record.skip_reason or "skipped on device"
+        self._finish(outcome)
+
+    def fail(self, text: str, name: str | None = None) -> None:
+        """A failure line: the named case's (when the format names it), else the running one's."""
+        record = self.cases.get(name) if name else self.current
+        if record is None and name is None:
+            record = self.last  # printed right after its verdict: still that case's
+        if record is None:
+            return
+        record.add_failure(text)
+        if record is not self.current and record.outcome is not None:
+            record.finish(Outcome.FAILED)
+
+    def once(self, name: str, outcome: Outcome, reason: str = "") -> CaseRecord | None:
+        """A format that prints one line per case, after it ran (Unity): start and end at once."""
+        done = self.cases.get(name)
+        if done is not None and done.outcome is not None:
+            self.conflicts[name] = _second_verdict(name, outcome)
+            return done
+        record = self.start(name)
+        self.end(name, outcome, reason)
+        return record
+
+    def close(self, summary: Summary) -> None:
+        if self.current is not None:
+            self.current.add_failure("no verdict: the closing summary began while this case was running")
+            self._finish(Outcome.FAILED)
+        self.summary = summary
+
+    def _finish(self, outcome: Outcome) -> None:
+        record = self.current
+        if record is not None:
+            record.finish(outcome)
+            self.last = record
+        self.current = None
+
+    # -- verdicts ------------------------------------------------------------
+    def running(self, expected: list[str]) -> str | None:
+        """The case that was running when the output stopped."""
+        return self.current.name if self.current is not None else None
+
+    def running_note(self) -> tuple[str, str]:
+        """For a running case that printed no start line: how it was told, and its output."""
+        return "", ""
+
+    def verdicts(self, expected: list[str], end: RunEnd) -> BinaryVerdicts:
+        abnormal = end.abnormal()
+        running = self.running(expected)
+        verdicts = {name: self._case_verdict(record, name == running, abnormal) for name, record in self.cases.items()}
+        if running is not None and running not in verdicts:  # a format without start lines
+            note, log = self.running_note()
+            what = abnormal or "no verdict: output ended"
+            verdicts[running] = Verdict(Outcome.FAILED, f"{what} while this case was running{note}", None, log)
+        for name, reason in self.conflicts.items():
+            v = verdicts[name]
+            verdicts[name] = Verdict(Outcome.FAILED, "\n".join(x for x in (reason, v.message) if x), v.location, v.log)
+        problems = []
+        problem = self._disagreement(end, verdicts, running)
+        if problem:
+            problems.append(problem)
+            for name, v in verdicts.items():
+                if v.outcome is not Outcome.FAILED:
+                    verdicts[name] = Verdict(Outcome.FAILED, problem, None, v.log)
+        if self.dropped_cases:
+            problems.append(f"{self.dropped_cases} more cases were printed than the parser keeps")
+        cases: dict[str, Verdict] = {}
+        for name in expected:
+            if name in verdicts:
+                cases[name] = verdicts[name]
+            elif abnormal:
+                cases[name] = Verdict(Outcome.FAILED, f"not run: {abnormal} before this case")
+            elif self.summary is None:
+                note = f"; the binary exited with code {end.exit_code}" if end.exit_code not in (None, 0) else ""
+                cases[name] = Verdict(Outcome.FAILED, f"{NOT_CLOSED}{note}")
+            else:
+                cases[name] = Verdict(Outcome.FAILED, NEVER_STARTED)
+        wanted = set(expected)
+        unknown = {n: v for n, v in verdicts.items() if n not in wanted}
+        return BinaryVerdicts(cases, unknown, problems, {})
+
+    @staticmethod
+    def _case_verdict(record: CaseRecord, running: bool, abnormal: str | None) -> Verdict:
+        log = record.log.text()
+        location = first_location(record.failures)
+        failures = list(record.failures)
+        if record.dropped_failures:
+            failures.append(f"... {record.dropped_failures} more failure lines")
+        if running:
+            reason = f"{abnormal} while this case was running" if abnormal else NO_VERDICT
+            return Verdict(Outcome.FAILED, "\n".join([*failures, reason]), location, log)
+        if record.outcome is Outcome.FAILED or record.failures:
+            return Verdict(Outcome.FAILED, "\n".join(failures) or "failed on device", location, log)
+        if record.outcome is Outcome.SKIPPED:
+            return Verdict(Outcome.SKIPPED, record.skip_reason, None, log)
+        return Verdict(Outcome.PASSED, "", None, log)
+
+    def _disagreement(self, end: RunEnd, verdicts: dict[str, Verdict], running: str | None) -> str | None:
+        """How the process ended, the closing summary and the verdicts must tell one story."""
+        abnormal = end.abnormal()
+        if abnormal and running is None and verdicts:
+            return f"every case that ran printed its verdict, but then the binary {abnormal}"
+        if abnormal:
+            return None  # the running case and the cases after it say so
+        failed = sum(v.outcome is Outcome.FAILED for v in verdicts.values())
+        if self.summary is None:
+            if verdicts and running is None:
+                return "the binary ended without its closing summary" + (
+                    f" (exit code {end.exit_code})" if end.exit_code not in (None, 0) else ""
+                )
+            return None
+        counted = self._counted(verdicts)
+        for field, said in vars(self.summary).items():
+            if said is not None and said != counted[field]:
+                return f"the closing summary says {said} {field}, but the output shows {counted[field]}"
+        if end.exit_code not in (None, 0) and not failed:
+            return f"every case passed, but the binary exited with code {end.exit_code}"
+        if self.exit_counts_failures and failed and end.exit_code == 0:
+            return "a case failed, but the binary exited with code 0"
+        return None
+
+    def _counted(self, verdicts: dict[str, Verdict]) -> dict[str, int]:
+        """What the output showed, in the closing summary's terms (before any verdict was
+        failed for a conflict; a format may count otherwise)."""
+        counts = {"passed": 0, "failed": 0, "skipped": 0}
+        for record in self.cases.values():
+            if record.outcome is not None:
+                outcome = Outcome.FAILED if record.failed else record.outcome
+                counts[outcome.value] += max(1, record.starts)
+        counts["total"] = sum(counts.values())
+        return counts

@@ -1,0 +1,103 @@
+"""Unity (ThrowTheSwitch): one line per case *after* it ran, `FILE:LINE:NAME:PASS`,
+`...:FAIL: message` or `...:IGNORE: message`, then a rule, `N Tests F Failures I Ignored`
+and `OK` or `FAIL`.
+
+Unity prints no start line, so the run order comes from the source: its `RUN_TEST(test_x)`
+calls, else its `void test_x(void)` functions. When the binary dies, the running case is
+the first one in that order without a verdict. The user's main sets the exit status
+(usually `return UNITY_END();`, the failure count)."""
+
+from __future__ import annotations
+
+import re
+
+from ..discover import Case, code_of, line_at
+from ..lines import BoundedLines
+from ..protocol import Outcome
+from . import Format
+from .stream import CaseStream, Summary
+
+_RUN_TEST = re.compile(r"\bRUN_TEST\s*\(\s*([A-Za-z_]\w*)\s*[,)]")
+_FUNCTION = re.compile(r"\bvoid\s+(test\w*)\s*\(\s*(?:void)?\s*\)\s*\{")
+_VERDICT = re.compile(r"([^\s:][^:]*):(\d+):([A-Za-z_]\w*):(PASS|FAIL|IGNORE)(?::\s?(.*))?$")
+_RULE = re.compile(r"^-{10,}$")
+_TALLY = re.compile(r"^(\d+) Tests (\d+) Failures (\d+) Ignored\s*$")
+
+
+class Unity(Format):
+    name = "unity"
+    headers = ("unity.h",)
+
+    def find_cases(self, text: str) -> list[Case]:
+        code = code_of(text)
+        pattern = _RUN_TEST if _RUN_TEST.search(code) else _FUNCTION
+        cases: dict[str, Case] = {}
+        for m in pattern.finditer(code):
+            cases.setdefault(m.group(1), Case(m.group(1), line_at(code, m.start()), self.name))
+        if pattern is _RUN_TEST:  # the item points at the test's definition, not its call
+            for m in _FUNCTION.finditer(code):
+                if m.group(1) in cases:
+                    cases[m.group(1)] = Case(m.group(1), line_at(code, m.start()), self.name)
+        return list(cases.values())
+
+    def parser(self, order: tuple[str, ...]) -> UnityParser:
+        return UnityParser(order)
+
+
+class UnityParser(CaseStream):
+    exit_counts_failures = False  # the user's main decides
+
+    def __init__(self, order: tuple[str, ...] = ()) -> None:
+        super().__init__(order)
+        self._pending = BoundedLines(head=20, tail=80)  # output of the case that is running now
+        self._after_rule = False
+
+    def line(self, line: str) -> None:
+        m = _VERDICT.search(line)
+        if m and self.summary is None:
+            self._after_rule = False
+            where, name, verdict, message = f"{m.group(1)}:{m.group(2)}", m.group(3), m.group(4), m.group(5) or ""
+            outcome = {"PASS": Outcome.PASSED, "FAIL": Outcome.FAILED, "IGNORE": Outcome.SKIPPED}[verdict]
+            record = self.cases.get(name)
+            fresh = record is None or record.outcome is None
+            record = self.once(name, outcome, message or "ignored in the source (TEST_IGNORE)")
+            if record is not None and fresh:
+                self._take_pending(record, line)
+                if outcome is Outcome.FAILED:
+                    record.add_failure(f"{where}: {message}" if message else f"{where}: FAIL")
+                    record.finish(Outcome.FAILED)
+            return
+        if _RULE.match(line):
+            self._after_rule = True
+            return
+        m = _TALLY.match(line)
+        if m and self._after_rule:
+            total, failed, ignored = map(int, m.groups())
+            self.close(Summary(total=total, failed=failed, skipped=ignored))
+
+    def feed_line(self, raw: str) -> None:
+        """A case's output comes before its verdict line: held until that line names it."""
+        line = raw.rstrip()
+        if _VERDICT.search(line) and self.summary is None:
+            self.line(line)
+        else:
+            self.line(line)
+            if self.summary is None and line:
+                self._pending.append(line)
+
+    def _take_pending(self, record, verdict_line: str) -> None:
+        for text in self._pending.text().splitlines():
+            record.log.append(text)
+        record.log.append(verdict_line)
+        self._pending = BoundedLines(head=20, tail=80)
+
+    def running(self, expected: list[str]) -> str | None:
+        """The first case in the source's run order without a verdict, unless the output
+        reached the closing summary."""
+        if self.summary is not None:
+            return None
+        ended = {n for n, r in self.cases.items() if r.outcome is not None}
+        return next((n for n in self.order or tuple(expected) if n not in ended), None)
+
+    def running_note(self) -> tuple[str, str]:
+        return " (Unity prints no start line: the first case in run order without a verdict)", self._pending.text()
