@@ -91,7 +91,7 @@ def _format_of(session: OnDeviceSession, path: Path, text: str) -> Format:
     try:
         return formats.for_source(text, declared, str(cfg.path) if cfg is not None and cfg.path else "")
     except FormatError as e:
-        raise pytest.UsageError(str(e)) from None
+        raise pytest.Collector.CollectError(str(e)) from None
 
 
 def _rel(path: Path, root: Path) -> str:

@@ -1,0 +1,292 @@
+"""The harness formats' parsers and case finders, from real transcripts (GoogleTest 1.12 and
+CppUTest 4.0 as Debian builds them; Unity's documented lines), fed in odd chunks."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_ondevice import formats
+from pytest_ondevice.formats.cpputest import CppUTest
+from pytest_ondevice.formats.gtest import GoogleTest
+from pytest_ondevice.formats.unity import Unity
+from pytest_ondevice.lines import LineSplitter
+from pytest_ondevice.protocol import MAX_FAILURE_LINES, Outcome, RunEnd
+
+GTEST = b"""Running main() from ./googletest/src/gtest_main.cc
+[==========] Running 4 tests from 2 test suites.
+[----------] Global test environment set-up.
+[----------] 3 tests from Math
+[ RUN      ] Math.Adds
+[       OK ] Math.Adds (0 ms)
+[ RUN      ] Math.Fails
+hello no newlineg_test.cc:4: Failure
+Expected equality of these values:
+  5
+  2 + 2
+    Which is: 4
+custom
+[  FAILED  ] Math.Fails (0 ms)
+[ RUN      ] Math.Skips
+g_test.cc:5: Skipped
+not today
+[  SKIPPED ] Math.Skips (0 ms)
+[ DISABLED ] Math.DISABLED_Later
+[----------] 3 tests from Math (0 ms total)
+
+[----------] 1 test from Other
+[ RUN      ] Other.Crash
+"""
+GTEST_END = b"""[       OK ] Other.Crash (0 ms)
+[----------] 1 test from Other (0 ms total)
+
+[----------] Global test environment tear-down
+[==========] 4 tests from 2 test suites ran. (0 ms total)
+[  PASSED  ] 2 tests.
+[  SKIPPED ] 1 test, listed below:
+[  SKIPPED ] Math.Skips
+[  FAILED  ] 1 test, listed below:
+[  FAILED  ] Math.Fails
+
+ 1 FAILED TEST
+  YOU HAVE 1 DISABLED TEST
+
+"""
+GTEST_NAMES = ["Math.Adds", "Math.Fails", "Math.Skips", "Math.DISABLED_Later", "Other.Crash"]
+
+CPPUTEST = b"""TEST(Grp, Crash) - 0 ms
+IGNORE_TEST(Grp, Later) - 0 ms
+TEST(Grp, Fails)chatter
+c_test.cpp:7: error: Failure in TEST(Grp, Fails)
+\texpected <5>
+\tbut was  <4>
+\tdifference starts at position 0 at: <          4         >
+\t                                               ^
+
+ - 0 ms
+TEST(Grp, Passes) - 0 ms
+
+Errors (1 failures, 4 tests, 3 ran, 2 checks, 1 ignored, 0 filtered out, 0 ms)
+
+"""
+CPPUTEST_NAMES = ["Grp.Crash", "Grp.Later", "Grp.Fails", "Grp.Passes"]
+
+UNITY = b"""setting up
+u_test.c:10:test_passes:PASS
+u_test.c:6:test_fails:FAIL: Expected 5 Was 4
+u_test.c:7:test_ignored:IGNORE: not on this board
+u_test.c:12:test_last:PASS
+
+-----------------------
+4 Tests 1 Failures 1 Ignored 
+FAIL
+"""
+UNITY_NAMES = ["test_passes", "test_fails", "test_ignored", "test_last"]
+
+
+def parse(fmt, stream: bytes, expected: list[str], end: RunEnd, chunk: int = 7):
+    parser = fmt.parser(tuple(expected))
+    splitter = LineSplitter()
+    for i in range(0, len(stream), chunk):
+        for line in splitter.feed(stream[i : i + chunk]):
+            parser.feed_line(line)
+    for line in splitter.close():
+        parser.feed_line(line)
+    return parser.verdicts(expected, end)
+
+
+def outcomes(verdicts) -> dict[str, str]:
+    return {name: v.outcome.value for name, v in verdicts.cases.items()}
+
+
+# -- GoogleTest ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 4096])
+def test_gtest_each_case_its_own_verdict(chunk):
+    v = parse(GoogleTest(), GTEST + GTEST_END, GTEST_NAMES, RunEnd(exit_code=1), chunk)
+    assert outcomes(v) == {
+        "Math.Adds": "passed",
+        "Math.Fails": "failed",
+        "Math.Skips": "skipped",
+        "Math.DISABLED_Later": "skipped",
+        "Other.Crash": "passed",
+    }
+    assert v.problems == []
+    fails = v.cases["Math.Fails"]
+    assert fails.location == ("newlineg_test.cc", 4) or fails.location[1] == 4
+    assert "Which is: 4" in fails.message and "custom" in fails.message
+    assert v.cases["Math.Skips"].message == "g_test.cc:5: not today"
+    assert "DISABLED_" in v.cases["Math.DISABLED_Later"].message
+
+
+def test_gtest_crash_names_the_running_case_and_the_rest_did_not_run():
+    v = parse(GoogleTest(), GTEST, [*GTEST_NAMES, "Other.After"], RunEnd(exit_code=None, signal="SIGSEGV"))
+    assert v.cases["Other.Crash"].outcome is Outcome.FAILED
+    assert "crashed: killed by SIGSEGV while this case was running" in v.cases["Other.Crash"].message
+    assert v.cases["Other.After"].message.startswith("not run: crashed")
+    assert v.cases["Math.Adds"].outcome is Outcome.PASSED  # it ran and ended before the crash
+
+
+def test_gtest_summary_then_crash_is_not_a_pass():
+    v = parse(GoogleTest(), GTEST + GTEST_END, GTEST_NAMES, RunEnd(signal="SIGABRT"))
+    assert v.cases["Math.Adds"].outcome is Outcome.FAILED
+    assert "then the binary crashed: killed by SIGABRT" in v.cases["Math.Adds"].message
+
+
+def test_gtest_clean_exit_without_the_summary_is_not_a_pass():
+    v = parse(GoogleTest(), GTEST + b"[       OK ] Other.Crash (0 ms)\n", GTEST_NAMES, RunEnd(exit_code=0))
+    assert v.cases["Math.Adds"].outcome is Outcome.FAILED
+    assert "without its closing summary" in v.cases["Math.Adds"].message
+
+
+def test_gtest_exit_status_must_agree():
+    v = parse(GoogleTest(), GTEST + GTEST_END, GTEST_NAMES, RunEnd(exit_code=0))
+    assert v.cases["Math.Adds"].message == "a case failed, but the binary exited with code 0"
+
+
+def test_gtest_summary_that_disagrees_with_the_verdicts_fails_them():
+    forged = GTEST + GTEST_END.replace(b"4 tests from 2 test suites ran", b"5 tests from 2 test suites ran")
+    v = parse(GoogleTest(), forged, GTEST_NAMES, RunEnd(exit_code=1))
+    assert "the closing summary says 6 total, but the output shows 5" in v.cases["Math.Adds"].message
+
+
+def test_gtest_a_case_printing_another_cases_verdict_moves_nothing():
+    stream = (
+        b"[ RUN      ] A.Liar\n[       OK ] A.Victim (0 ms)\nx_test.cc:3: Failure\nboom\n[  FAILED  ] A.Liar (0 ms)\n"
+        b"[ RUN      ] A.Victim\n[       OK ] A.Victim (0 ms)\n"
+        b"[==========] 2 tests from 1 test suite ran. (0 ms total)\n[  PASSED  ] 1 test.\n 1 FAILED TEST\n"
+    )
+    v = parse(GoogleTest(), stream, ["A.Liar", "A.Victim"], RunEnd(exit_code=1))
+    assert outcomes(v) == {"A.Liar": "failed", "A.Victim": "passed"}
+    assert v.cases["A.Liar"].location == ("x_test.cc", 3)
+
+
+def test_gtest_a_forged_verdict_for_the_case_itself_is_a_conflict():
+    stream = (
+        b"[ RUN      ] A.Liar\n[       OK ] A.Liar (0 ms)\nx_test.cc:3: Failure\n[  FAILED  ] A.Liar (0 ms)\n"
+        b"[==========] 1 test from 1 test suite ran. (0 ms total)\n[  PASSED  ] 0 tests.\n 1 FAILED TEST\n"
+    )
+    v = parse(GoogleTest(), stream, ["A.Liar"], RunEnd(exit_code=1))
+    assert v.cases["A.Liar"].outcome is Outcome.FAILED
+    assert "second verdict" in v.cases["A.Liar"].message
+
+
+def test_gtest_garbage_and_endless_failure_text_stay_bounded():
+    body = b"\xff\xfe\x00garbage\n" + b"x_test.cc:9: Failure\n" + b"line of detail \xc3\x28\n" * 50_000
+    stream = b"[ RUN      ] A.Big\n" + body + b"[  FAILED  ] A.Big (3 ms)\n"
+    v = parse(GoogleTest(), stream, ["A.Big"], RunEnd(exit_code=1), chunk=4096)
+    failed = v.cases["A.Big"]
+    assert failed.outcome is Outcome.FAILED
+    assert len(failed.message.splitlines()) <= MAX_FAILURE_LINES + 2
+    assert len(failed.log) < 20_000
+
+
+# -- CppUTest --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 4096])
+def test_cpputest_each_case_its_own_verdict(chunk):
+    v = parse(CppUTest(), CPPUTEST, CPPUTEST_NAMES, RunEnd(exit_code=1), chunk)
+    assert outcomes(v) == {"Grp.Crash": "passed", "Grp.Later": "skipped", "Grp.Fails": "failed", "Grp.Passes": "passed"}
+    assert v.problems == []
+    fails = v.cases["Grp.Fails"]
+    assert fails.location == ("c_test.cpp", 7)
+    assert "expected <5>" in fails.message and "but was  <4>" in fails.message
+    assert "chatter" in fails.log
+
+
+def test_cpputest_crash_names_the_running_case():
+    v = parse(CppUTest(), b"TEST(Grp, Crash) - 0 ms\nTEST(Grp, Fails)", CPPUTEST_NAMES, RunEnd(signal="SIGSEGV"))
+    assert "crashed: killed by SIGSEGV while this case was running" in v.cases["Grp.Fails"].message
+    assert v.cases["Grp.Crash"].outcome is Outcome.PASSED
+    assert v.cases["Grp.Passes"].message.startswith("not run: crashed")
+
+
+def test_cpputest_exit_code_is_the_failure_count():
+    v = parse(CppUTest(), CPPUTEST, CPPUTEST_NAMES, RunEnd(exit_code=0))
+    assert v.cases["Grp.Passes"].outcome is Outcome.FAILED
+    ok = CPPUTEST.replace(b"Errors (1 failures", b"Errors (2 failures")
+    v = parse(CppUTest(), ok, CPPUTEST_NAMES, RunEnd(exit_code=2))
+    assert "the closing summary says 2 failed, but the output shows 1" in v.cases["Grp.Passes"].message
+
+
+def test_cpputest_runs_in_reverse_order_of_definition():
+    src = """
+    TEST_GROUP(G) {};
+    TEST(G, First) {}
+    // TEST(G, Commented) {}
+    IGNORE_TEST(G, Second) {}
+    TEST(G, Third) {}
+    """
+    fmt = CppUTest()
+    cases = fmt.find_cases(src)
+    assert [(c.name, c.line) for c in cases] == [("G.First", 3), ("G.Second", 5), ("G.Third", 6)]
+    assert fmt.device_order(cases) == ("G.Third", "G.Second", "G.First")
+
+
+# -- Unity -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("chunk", [1, 9, 4096])
+def test_unity_each_case_its_own_verdict(chunk):
+    v = parse(Unity(), UNITY, UNITY_NAMES, RunEnd(exit_code=1), chunk)
+    assert outcomes(v) == {"test_passes": "passed", "test_fails": "failed", "test_ignored": "skipped", "test_last": "passed"}
+    assert v.cases["test_fails"].location == ("u_test.c", 6)
+    assert "Expected 5 Was 4" in v.cases["test_fails"].message
+    assert v.cases["test_ignored"].message == "not on this board"
+    assert "setting up" in v.cases["test_passes"].log  # printed before its verdict line
+
+
+def test_unity_crash_names_the_next_case_in_run_order():
+    stream = UNITY.split(b"u_test.c:7")[0] + b"about to dereference\n"
+    v = parse(Unity(), stream, UNITY_NAMES, RunEnd(signal="SIGSEGV"))
+    crashed = v.cases["test_ignored"]
+    assert crashed.outcome is Outcome.FAILED
+    assert "crashed: killed by SIGSEGV while this case was running" in crashed.message
+    assert "about to dereference" in crashed.log
+    assert v.cases["test_last"].message.startswith("not run: crashed")
+    assert v.cases["test_fails"].outcome is Outcome.FAILED
+
+
+def test_unity_tally_must_agree():
+    v = parse(Unity(), UNITY.replace(b"1 Failures", b"0 Failures"), UNITY_NAMES, RunEnd(exit_code=0))
+    assert "the closing summary says 0 failed" in v.cases["test_passes"].message
+
+
+def test_unity_cases_come_from_run_test_in_call_order():
+    src = """
+    #include "unity.h"
+    void test_b(void) { TEST_ASSERT(1); }
+    void test_a(void) { TEST_ASSERT(1); }
+    void helper_not_a_test(void) {}
+    int main(void) { UNITY_BEGIN(); RUN_TEST(test_a); RUN_TEST(test_b); return UNITY_END(); }
+    """
+    cases = Unity().find_cases(src)
+    assert [(c.name, c.line) for c in cases] == [("test_a", 4), ("test_b", 3)]
+    no_runner = Unity().find_cases("void test_x(void) {}\nvoid test_y(void)\n{\n}\n")
+    assert [c.name for c in no_runner] == ["test_x", "test_y"]
+
+
+# -- choosing the format ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, name",
+    [
+        ("#include <gtest/gtest.h>\n", "gtest"),
+        ('#include "gmock/gmock.h"\n', "gtest"),
+        ("#include <CppUTest/TestHarness.h>\n", "cpputest"),
+        ('#include "unity.h"\n', "unity"),
+        ('#include "micro_test.h"\n', "tflm"),
+        ("int x;\n", "tflm"),
+        ('// #include "unity.h"\n#include "micro_test.h"\n', "tflm"),
+    ],
+)
+def test_format_is_told_from_the_included_header(text, name):
+    assert formats.for_source(text).name == name
+
+
+def test_declared_format_wins_and_an_unknown_one_names_the_file():
+    assert formats.for_source("#include <gtest/gtest.h>\n", "unity").name == "unity"
+    with pytest.raises(formats.FormatError, match=r"ondevice.toml: unknown test format 'gtests'; known: .*gtest"):
+        formats.for_source("", "gtests", "ondevice.toml")
