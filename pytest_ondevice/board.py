@@ -47,6 +47,8 @@ TOOLCHAIN_SPEC = {
     # $ANDROID_NDK_HOME is set; PIE, dynamically linked against the phone's bionic
     "ndk_target": str,
     "ndk_home": str,
+    # Rust: cargo's --target for this board (Linux gnu targets are linked statically); none on the host
+    "rust_target": str,
 }
 MEMORY_SPEC = {
     "flash": int,
@@ -88,6 +90,7 @@ class Toolchain:
     sysroot: str | None = None
     ndk_target: str | None = None
     ndk_home: str | None = None
+    rust_target: str | None = None
 
 
 @dataclass(frozen=True)
@@ -253,6 +256,7 @@ def _build(name: str, path: Path, data: dict[str, Any]) -> Board:
         sysroot=tc.get("sysroot"),
         ndk_target=tc.get("ndk_target"),
         ndk_home=tc.get("ndk_home"),
+        rust_target=tc.get("rust_target"),
     )
     return Board(
         name=name,

@@ -5,6 +5,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# --rust: also Rust (Debian's rustc/cargo, the arm64 std, offline crates). Optional, as it
+# adds the arm64 architecture to dpkg: a change to the machine nobody else asked for.
+RUST=0
+for arg in "$@"; do
+  case "$arg" in
+    --rust) RUST=1 ;;
+    *) echo "usage: $0 [--rust]" >&2; exit 2 ;;
+  esac
+done
+
 APT_PACKAGES=(
   build-essential                       # host board: cc, c++, ar
   clang llvm                            # the clang fallback of every board (clang --target=...)
@@ -31,6 +41,38 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if ((RUST)); then
+  # Rust test binaries for the ARM Linux boards: cargo test --target aarch64-unknown-linux-gnu
+  # links against Debian's std for arm64 (multiarch), found by /usr/bin/cargo, not rustup's.
+  RUST_PACKAGES=(rustc cargo libstd-rust-dev:arm64
+                 librust-pkg-config-dev)  # build.rs of examples/rust/cdot-sys, from /usr/share/cargo/registry
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+    echo "setup: adding the arm64 architecture to dpkg (Rust's std for aarch64 boards)"
+    $SUDO dpkg --add-architecture arm64
+    $SUDO apt-get update -qq
+  fi
+  missing=()
+  for pkg in "${RUST_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  done
+  if ((${#missing[@]})); then
+    echo "setup: installing Debian packages: ${missing[*]}"
+    $SUDO apt-get update -qq
+    if ! $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; then
+      # multiarch packages must have equal versions: an amd64 liblzma5 from the security
+      # archive and an older arm64 one (or the reverse) make libstd-rust-dev:arm64 uninstallable
+      echo "setup: installing ${missing[*]} failed. If apt named liblzma5 (or another library" >&2
+      echo "setup: present for two architectures), pin both to one version, e.g." >&2
+      echo "setup:   apt-get install liblzma5=V liblzma5:arm64=V ${missing[*]}" >&2
+      echo "setup: with V from: apt-cache policy liblzma5 liblzma5:arm64" >&2
+      exit 1
+    fi
+  fi
 fi
 
 VENV="${ONDEVICE_VENV:-.venv}"

@@ -77,8 +77,7 @@ u_test.c:7:test_ignored:IGNORE: not on this board
 u_test.c:12:test_last:PASS
 
 -----------------------
-4 Tests 1 Failures 1 Ignored 
-FAIL
+4 Tests 1 Failures 1 Ignored \nFAIL
 """
 UNITY_NAMES = ["test_passes", "test_fails", "test_ignored", "test_last"]
 
@@ -230,7 +229,8 @@ def test_cpputest_runs_in_reverse_order_of_definition():
 @pytest.mark.parametrize("chunk", [1, 9, 4096])
 def test_unity_each_case_its_own_verdict(chunk):
     v = parse(Unity(), UNITY, UNITY_NAMES, RunEnd(exit_code=1), chunk)
-    assert outcomes(v) == {"test_passes": "passed", "test_fails": "failed", "test_ignored": "skipped", "test_last": "passed"}
+    want = {"test_passes": "passed", "test_fails": "failed", "test_ignored": "skipped", "test_last": "passed"}
+    assert outcomes(v) == want
     assert v.cases["test_fails"].location == ("u_test.c", 6)
     assert "Expected 5 Was 4" in v.cases["test_fails"].message
     assert v.cases["test_ignored"].message == "not on this board"

@@ -34,12 +34,12 @@ TEST(Kernel, Adds) { CHECK_EQUAL(2, 1 + 1); }
 """
 
 
-def verdicts(result) -> dict[str, str]:
+def verdicts(result, with_file: bool = False) -> dict[str, str]:
     found = {}
     for line in result.outlines:
-        m = re.search(r"::(\S+)\[\S+\] (PASSED|FAILED|SKIPPED|ERROR)", line)
+        m = re.search(r"(\w+)\.\w+::(\S+)\[\S+\] (PASSED|FAILED|SKIPPED|ERROR)", line)
         if m:
-            found[m.group(1)] = m.group(2)
+            found[f"{m.group(1)}::{m.group(2)}" if with_file else m.group(2)] = m.group(3)
     return found
 
 
@@ -79,7 +79,8 @@ def test_format_declared_in_ondevice_toml_for_one_file(project):
     project.write("typo/other_test.cc", "#include <gtest/gtest.h>\nTEST(W, Works) {}\n")
     typo = project.run("typo")
     assert typo.ret == pytest.ExitCode.INTERRUPTED  # a collection error, as a broken test file is
-    typo.stdout.fnmatch_lines(["*typo/ondevice.toml: unknown test format 'gtests'; known: cpputest, gtest, tflm, unity"])
+    known = "known: cpputest, gtest, tflm, unity"
+    typo.stdout.fnmatch_lines([f"*typo/ondevice.toml: unknown test format 'gtests'; {known}"])
 
 
 def test_a_harness_needing_an_os_is_skipped_on_bare_metal(project):
@@ -90,8 +91,8 @@ def test_a_harness_needing_an_os_is_skipped_on_bare_metal(project):
 
 
 def test_a_missing_harness_library_names_the_package(project):
-    project.write("boards/nolib.toml", 'extends = "host"\n[toolchain]\npkg_config_libdir = "/nonexistent"\n')
-    project.write("boards/nolib-arm.toml", 'extends = "linux-aarch64"\n[toolchain]\npkg_config_libdir = "/nonexistent"\n')
+    board = 'extends = "linux-aarch64"\n[toolchain]\npkg_config_libdir = "/nonexistent"\n'
+    project.write("boards/nolib-arm.toml", board)
     project.write("kernel_test.cc", GTEST)
     result = project.run("--build-only", board="nolib-arm")
     assert "pkg-config found no gtest_main for board nolib-arm" in result.stdout.str()
@@ -104,15 +105,15 @@ def test_the_examples_pass_per_case_on_arm64_under_qemu(project):
     for suite in ("gtest", "cpputest", "gemm", "kernels"):
         shutil.copytree(EXAMPLES / suite, dest / suite)
     result = project.run("-v", "examples/gtest", "examples/cpputest", "--device=qemu", board="rpi")
-    assert verdicts(result) == {
-        "GemmS8.OptimizedMatchesReference": "PASSED",
-        "GemmS8.SaturatesToActivationRange": "PASSED",
-        "GemmF32.OptimizedWithinRoundingOfReference": "PASSED",
-        "GemmF32.DISABLED_LargeShapesOnlyOnRequest": "SKIPPED",
-        "GemmS8.OptimizedMatchesReferenceSmall": "PASSED",
-        "GemmS8.OptimizedMatchesReferenceSquare": "PASSED",
-        "GemmS8.LargeShapesOnlyOnRequest": "SKIPPED",
-        "GemmF32.OptimizedWithinRoundingOfReference": "PASSED",
+    assert verdicts(result, with_file=True) == {
+        "gemm_gtest_test::GemmS8.OptimizedMatchesReference": "PASSED",
+        "gemm_gtest_test::GemmS8.SaturatesToActivationRange": "PASSED",
+        "gemm_gtest_test::GemmF32.OptimizedWithinRoundingOfReference": "PASSED",
+        "gemm_gtest_test::GemmF32.DISABLED_LargeShapesOnlyOnRequest": "SKIPPED",
+        "gemm_cpputest_test::GemmS8.OptimizedMatchesReferenceSmall": "PASSED",
+        "gemm_cpputest_test::GemmS8.OptimizedMatchesReferenceSquare": "PASSED",
+        "gemm_cpputest_test::GemmS8.LargeShapesOnlyOnRequest": "SKIPPED",
+        "gemm_cpputest_test::GemmF32.OptimizedWithinRoundingOfReference": "PASSED",
     }
     result.assert_outcomes(passed=6, skipped=2)
 
@@ -154,7 +155,7 @@ def test_a_third_party_format_registers_through_an_entry_point(project, pytester
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: tapfmt\nVersion: 1.0\n")
     (dist / "entry_points.txt").write_text("[pytest_ondevice.formats]\ntap = tapfmt:Tap\n")
-    project.write("tap.h", '#include <stdio.h>\n#define CASE(n) static void n(void)\n')
+    project.write("tap.h", "#include <stdio.h>\n#define CASE(n) static void n(void)\n")
     project.write(
         "tap_test.c",
         """
