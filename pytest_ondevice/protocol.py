@@ -100,6 +100,7 @@ class Start:
     v1: bool  # by `Testing NAME`: v1 runs its cases in source order
 
 
+NO_VERDICT = "no verdict: output ended while this case was running"
 NEVER_STARTED = "not run: the device never started this case (is it compiled out, or registered under another name?)"
 
 
@@ -355,7 +356,7 @@ class TestOutputParser:
         problems: list[str] = []
         verdicts: dict[str, Verdict] = {}
         for name, record in self.cases.items():
-            verdicts[name] = self._case_verdict(record, name == running, abnormal)
+            verdicts[name] = case_verdict(record, name == running, abnormal)
         disagreement = self._disagreement(end, verdicts)
         if disagreement:
             problems.append(disagreement)
@@ -429,24 +430,6 @@ class TestOutputParser:
                         reasons.setdefault(s.before, _printed_start(s.name))
         return {n: r for n, r in reasons.items() if n in self.cases}
 
-    def _case_verdict(self, record: CaseRecord, running: bool, abnormal: str | None) -> Verdict:
-        log = record.log.text()
-        location = first_location(record.failures)
-        failures = list(record.failures)
-        if record.dropped_failures:
-            failures.append(f"... {record.dropped_failures} more failure lines")
-        if running:
-            if abnormal:
-                reason = f"{abnormal} while this case was running"
-            else:
-                reason = "no verdict: output ended while this case was running"
-            return Verdict(Outcome.FAILED, "\n".join([*failures, reason]), location, log)
-        if record.outcome is Outcome.FAILED or record.failures:
-            return Verdict(Outcome.FAILED, "\n".join(failures) or "failed on device", location, log)
-        if record.outcome is Outcome.SKIPPED:
-            return Verdict(Outcome.SKIPPED, record.skip_reason, None, log)
-        return Verdict(Outcome.PASSED, "", None, log)
-
     def _disagreement(self, end: RunEnd, verdicts: dict[str, Verdict]) -> str | None:
         """Exit status, magic string and tallies must tell the same story."""
         any_failed = any(v.outcome is Outcome.FAILED for v in verdicts.values())
@@ -475,6 +458,24 @@ class TestOutputParser:
             if any_failed and end.exit_code == 0:
                 return "a case failed, but the binary exited with code 0"
         return None
+
+
+def case_verdict(record: CaseRecord, running: bool, abnormal: str | None) -> Verdict:
+    """One case's verdict from its lines: running when the output stopped is a failure
+    naming why; a failure line fails it whatever its verdict line said."""
+    log = record.log.text()
+    location = first_location(record.failures)
+    failures = list(record.failures)
+    if record.dropped_failures:
+        failures.append(f"... {record.dropped_failures} more failure lines")
+    if running:
+        reason = f"{abnormal} while this case was running" if abnormal else NO_VERDICT
+        return Verdict(Outcome.FAILED, "\n".join([*failures, reason]), location, log)
+    if record.outcome is Outcome.FAILED or record.failures:
+        return Verdict(Outcome.FAILED, "\n".join(failures) or "failed on device", location, log)
+    if record.outcome is Outcome.SKIPPED:
+        return Verdict(Outcome.SKIPPED, record.skip_reason, None, log)
+    return Verdict(Outcome.PASSED, "", None, log)
 
 
 def _printed_start(name: str) -> str:

@@ -17,7 +17,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import ClassVar, Protocol
 
-from ..discover import Case, device_names
+from ..discover import Case, code_of, device_names, line_at
 from ..protocol import BinaryVerdicts, RunEnd
 
 GROUP = "pytest_ondevice.formats"
@@ -109,6 +109,16 @@ def for_source(text: str, declared: str | None = None, where: str = "") -> Forma
         if any(h in included for h in cls.headers):
             return cls()
     return named("tflm")
+
+
+def declared_cases(text: str, pattern: re.Pattern[str], name_of, style: str) -> list[Case]:
+    """The cases a pattern finds in the (comment-free) source, each once, at its first line."""
+    code = code_of(text)
+    cases: dict[str, Case] = {}
+    for m in pattern.finditer(code):
+        name = name_of(m)
+        cases.setdefault(name, Case(name, line_at(code, m.start()), style))
+    return list(cases.values())
 
 
 def has_main(code: str) -> bool:

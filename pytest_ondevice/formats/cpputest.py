@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import re
 
-from ..discover import Case, code_of, line_at
+from ..discover import Case, code_of
 from ..protocol import Outcome
-from . import HARNESS_DIR, Format, Needs, has_main
+from . import HARNESS_DIR, Format, Needs, declared_cases, has_main
 from .stream import CaseStream, Summary
 
 _DECLARED = re.compile(r"\b(IGNORE_TEST|TEST)\s*\(\s*([A-Za-z_]\w*)\s*,\s*([A-Za-z_]\w*)\s*\)")
@@ -27,12 +27,7 @@ class CppUTest(Format):
     run_args = ("-v",)
 
     def find_cases(self, text: str) -> list[Case]:
-        code = code_of(text)
-        cases: dict[str, Case] = {}
-        for m in _DECLARED.finditer(code):
-            name = f"{m.group(2)}.{m.group(3)}"
-            cases.setdefault(name, Case(name, line_at(code, m.start()), self.name))
-        return list(cases.values())
+        return declared_cases(text, _DECLARED, lambda m: f"{m.group(2)}.{m.group(3)}", self.name)
 
     def device_order(self, cases: list[Case]) -> tuple[str, ...]:
         return tuple(c.name for c in reversed(cases))

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 
-from ..discover import Case, code_of, line_at
+from ..discover import Case, code_of
 from ..protocol import Outcome
-from . import Format, Needs, has_main
+from . import Format, Needs, declared_cases, has_main
 from .stream import CaseStream, Summary
 
 _DECLARED = re.compile(r"\bTEST(?:_F)?\s*\(\s*([A-Za-z_]\w*)\s*,\s*([A-Za-z_]\w*)\s*\)")
@@ -34,12 +34,7 @@ class GoogleTest(Format):
     run_args = ("--gtest_color=no",)
 
     def find_cases(self, text: str) -> list[Case]:
-        code = code_of(text)
-        cases: dict[str, Case] = {}
-        for m in _DECLARED.finditer(code):
-            name = f"{m.group(1)}.{m.group(2)}"
-            cases.setdefault(name, Case(name, line_at(code, m.start()), self.name))
-        return list(cases.values())
+        return declared_cases(text, _DECLARED, lambda m: f"{m.group(1)}.{m.group(2)}", self.name)
 
     def parser(self, order: tuple[str, ...]) -> GoogleTestParser:
         return GoogleTestParser(order)

@@ -24,10 +24,9 @@ from ..protocol import (
     Outcome,
     RunEnd,
     Verdict,
-    first_location,
+    case_verdict,
 )
 
-NO_VERDICT = "no verdict: output ended while this case was running"
 NOT_CLOSED = "not run: no verdict (output ended without the closing summary)"
 
 
@@ -153,7 +152,7 @@ class CaseStream:
     def verdicts(self, expected: list[str], end: RunEnd) -> BinaryVerdicts:
         abnormal = end.abnormal()
         running = self.running(expected)
-        verdicts = {name: self._case_verdict(record, name == running, abnormal) for name, record in self.cases.items()}
+        verdicts = {name: case_verdict(record, name == running, abnormal) for name, record in self.cases.items()}
         if running is not None and running not in verdicts:  # a format without start lines
             note, log = self.running_note()
             what = abnormal or "no verdict: output ended"
@@ -184,22 +183,6 @@ class CaseStream:
         wanted = set(expected)
         unknown = {n: v for n, v in verdicts.items() if n not in wanted}
         return BinaryVerdicts(cases, unknown, problems, {})
-
-    @staticmethod
-    def _case_verdict(record: CaseRecord, running: bool, abnormal: str | None) -> Verdict:
-        log = record.log.text()
-        location = first_location(record.failures)
-        failures = list(record.failures)
-        if record.dropped_failures:
-            failures.append(f"... {record.dropped_failures} more failure lines")
-        if running:
-            reason = f"{abnormal} while this case was running" if abnormal else NO_VERDICT
-            return Verdict(Outcome.FAILED, "\n".join([*failures, reason]), location, log)
-        if record.outcome is Outcome.FAILED or record.failures:
-            return Verdict(Outcome.FAILED, "\n".join(failures) or "failed on device", location, log)
-        if record.outcome is Outcome.SKIPPED:
-            return Verdict(Outcome.SKIPPED, record.skip_reason, None, log)
-        return Verdict(Outcome.PASSED, "", None, log)
 
     def _disagreement(self, end: RunEnd, verdicts: dict[str, Verdict], running: str | None) -> str | None:
         """How the process ended, the closing summary and the verdicts must tell one story."""
