@@ -18,7 +18,7 @@ from . import labgrid_places, store
 from .benchreport import BenchReport, load_baseline
 from .build import BuildStats
 from .fleet import Fleet
-from .items import DeviceInfrastructureError, OnDeviceFile
+from .items import DeviceInfrastructureError, OnDeviceFile, RustFile
 from .keys import BASELINE_KEY, SESSION_KEY, fleet_path, selected_boards
 from .lease import identity
 from .plugin import registry
@@ -242,6 +242,8 @@ class OnDevicePlugin:
         session = parent.config.stash.get(SESSION_KEY, None)
         if session is None:
             return None
+        if file_path.suffix == ".rs":
+            return RustFile.collector(parent, file_path) if parent.config.getini("ondevice_cargo") else None
         patterns = parent.config.getini("ondevice_files").split()
         if not any(fnmatch.fnmatch(file_path.name, p) for p in patterns):
             return None

@@ -265,6 +265,14 @@ class Builder:
                 fut.set_exception(e)
         return fut.result()
 
+    def once(self, key: object, fn: Callable[[], T]) -> T:
+        """fn's result, made once per session by whoever asks first (others wait for it)."""
+        return self._once(key, fn)
+
+    def library(self, board: Board, tc: ResolvedToolchain, cfg: DirConfig) -> Path | None:
+        """The directory's library (its `sources`) for this board, as a static archive."""
+        return self._library(board, tc, cfg)
+
     def _library(self, board: Board, tc: ResolvedToolchain, cfg: DirConfig) -> Path | None:
         if not cfg.sources:
             return None

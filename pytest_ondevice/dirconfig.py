@@ -43,6 +43,7 @@ SPEC = {
     "prebuilt": list,
     "pkg_config": list,
     "pkg_config_path": list,
+    "provides": str,  # the library's pkg-config name, for a Rust -sys crate's build script
     **_FILE_KEYS,
     "files": {"*": {**_FILE_KEYS, "sources": list}},
 }
@@ -81,6 +82,7 @@ class DirConfig:
     pkg_config: tuple[str, ...] = ()
     pkg_config_path: tuple[str, ...] = ()  # path patterns relative to root
     per_board: dict[str, dict] = field(default_factory=dict, hash=False, compare=False)  # kind.X, board.X
+    provides: str | None = None  # pkg-config name of the library (sources), for Rust crates
 
     def flags_for(self, board: str, kind: str) -> BuildFlags:
         """The directory's flags, then its [kind.KIND] table's, then its [board.NAME] table's."""
@@ -251,4 +253,5 @@ def load(path: Path | None, fallback_root: Path, test_patterns: tuple[str, ...] 
         tuple(data.get("pkg_config", [])),
         tuple(data.get("pkg_config_path", [])),
         per_board,
+        data.get("provides"),
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -78,6 +79,76 @@ class OnDeviceFile(pytest.File):
                     reason = f"{harness.name} tests need a {kinds} board; {board.name} is {board.kind}"
                     item.add_marker(pytest.mark.skip(reason=reason))
                 yield item
+
+
+class RustFile(pytest.File):
+    """A .rs file of a Cargo crate: its #[test]s are items; the test binary of the target
+    that holds them (lib, bin or an integration test) runs once for all of them."""
+
+    @classmethod
+    def collector(cls, parent: pytest.Collector, path: Path) -> RustFile | None:
+        crate = _crate_of(path, parent.config.rootpath)
+        if crate is None:
+            return None
+        node = cls.from_parent(parent, path=path)
+        node.crate = crate
+        return node
+
+    def collect(self):
+        from . import cargo
+
+        try:
+            targets = _targets(self.crate)
+        except cargo.CargoError as e:
+            raise self.CollectError(str(e)) from None
+        mine = self.path.resolve()
+        harness = formats.named("libtest")
+        seen: set[str] = set()
+        for target in targets:
+            cases = [c for c in target.cases if c.file == mine and c.name not in seen]
+            if not cases:
+                continue
+            seen.update(c.name for c in cases)
+            order = tuple(sorted(c.name for c in target.cases))
+            rel = _rel(target.root, self.config.rootpath)
+            for board_name in selected_boards(self.config):
+                board = _session(self).registry.get(board_name)
+                spec = BinarySpec(
+                    board,
+                    target.root,
+                    rel,
+                    order,
+                    (),
+                    harness.name,
+                    crate=target.crate,
+                    target=(target.kind, target.name),
+                )
+                for case in cases:
+                    name = f"{case.name}[{board.name}]"
+                    item = OnDeviceItem.from_parent(
+                        self, name=name, nodeid=f"{self.nodeid}::{name}", spec=spec, case=case.name, line=case.line
+                    )
+                    if board.kind not in harness.kinds:
+                        item.add_marker(pytest.mark.skip(reason=f"Rust tests need std: {board.name} is {board.kind}"))
+                    yield item
+
+
+@functools.cache
+def _targets(crate: Path):
+    from . import cargo
+
+    return cargo.find_targets(crate)
+
+
+def _crate_of(path: Path, root: Path) -> Path | None:
+    """The crate a .rs file belongs to: the nearest Cargo.toml above it, not above the rootdir."""
+    root = root.resolve()
+    for d in path.resolve().parents:
+        if (d / "Cargo.toml").is_file():
+            return d
+        if d == root:
+            return None
+    return None
 
 
 def _format_of(session: OnDeviceSession, path: Path, text: str) -> Format:

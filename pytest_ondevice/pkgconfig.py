@@ -25,15 +25,8 @@ def flags_for(board: Board, cfg: DirConfig, packages: tuple[str, ...] = (), hint
     packages = (*cfg.pkg_config, *packages)
     if not packages:
         return BuildFlags()
-    env = dict(os.environ, PKG_CONFIG_ALLOW_CROSS="1")
     extra = [str((cfg.root / p.format(board=board.name, arch=board.arch)).resolve()) for p in cfg.pkg_config_path]
-    if board.kind == "host":
-        env["PKG_CONFIG_PATH"] = ":".join([*extra, *filter(None, [os.environ.get("PKG_CONFIG_PATH")])])
-    else:  # only the board's own .pc files: never the host's
-        env["PKG_CONFIG_LIBDIR"] = ":".join([*extra, *filter(None, [board.toolchain.pkg_config_libdir])])
-        env.pop("PKG_CONFIG_PATH", None)
-        if board.toolchain.sysroot:
-            env["PKG_CONFIG_SYSROOT_DIR"] = board.toolchain.sysroot
+    env = environment(board, extra)
     argv = ["pkg-config", "--static", *packages]
     try:
         cflags = _run([*argv, "--cflags"], env)
@@ -52,6 +45,20 @@ def flags_for(board: Board, cfg: DirConfig, packages: tuple[str, ...] = (), hint
         ldflags=tuple(x for x in libs if not x.startswith("-l")),
         libs=tuple(x[2:] for x in libs if x.startswith("-l")),
     )
+
+
+def environment(board: Board, extra: list[str]) -> dict[str, str]:
+    """pkg-config's environment for this board (extra: .pc directories searched first), for
+    our own calls and for a Rust crate's build script."""
+    env = dict(os.environ, PKG_CONFIG_ALLOW_CROSS="1")
+    if board.kind == "host":
+        env["PKG_CONFIG_PATH"] = ":".join([*extra, *filter(None, [os.environ.get("PKG_CONFIG_PATH")])])
+    else:  # only the board's own .pc files: never the host's
+        env["PKG_CONFIG_LIBDIR"] = ":".join([*extra, *filter(None, [board.toolchain.pkg_config_libdir])])
+        env.pop("PKG_CONFIG_PATH", None)
+        if board.toolchain.sysroot:
+            env["PKG_CONFIG_SYSROOT_DIR"] = board.toolchain.sysroot
+    return env
 
 
 def _run(argv: list[str], env: dict[str, str]) -> list[str]:

@@ -128,6 +128,9 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
     )
     parser.addini("ondevice_board", "default board(s) when --board is not given", default="")
     parser.addini("ondevice_files", "glob patterns of C/C++ test sources", default=DEFAULT_FILES)
+    parser.addini(
+        "ondevice_cargo", "collect the #[test]s of Rust crates (directories with Cargo.toml)", type="bool", default=True
+    )
     parser.addini("ondevice_timeout", "default device timeout in seconds", default="")
     parser.addini("ondevice_build_dir", "where device logs go (relative to the ini file)", default="")
     parser.addini(

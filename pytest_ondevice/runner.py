@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from . import dirconfig, formats, toolchain, transports
+from . import dirconfig, formats, rustbuild, toolchain, transports
 from .board import Board, BoardRegistry
 from .build import Artifact, Builder, BuildError
 from .devlog import DeviceLog
@@ -46,6 +46,8 @@ class BinarySpec:
     lines: tuple[tuple[str, int], ...] = ()  # (case, line of its declaration)
     format: str = "tflm"  # the test harness (formats/): how it is run and its output read
     needs: Needs = NO_NEEDS  # what the harness links
+    crate: Path | None = None  # a Rust crate's directory: built by cargo, not by us
+    target: tuple[str, str] | None = None  # its test binary: (kind, cargo target name)
 
     @property
     def key(self) -> tuple[str, Path]:
@@ -157,9 +159,27 @@ class OnDeviceSession:
             return fut
 
     def _build(self, spec: BinarySpec) -> Artifact:
+        if spec.crate is not None:
+            return self._cargo_binary(spec)
         cfg = self.dir_config(spec.source)
         tc = toolchain.resolve(spec.board)
         return self.builder.binary(spec.board, tc, cfg, spec.source, spec.rel, spec.needs)
+
+    def _cargo_binary(self, spec: BinarySpec) -> Artifact:
+        crate, board = spec.crate, spec.board
+        assert crate is not None and spec.target is not None
+        built = self.builder.once(
+            ("cargo", board.name, crate),
+            lambda: rustbuild.binaries(
+                self.builder, board, self.dir_config(crate / "Cargo.toml"), crate, self.settings.build_root
+            ),
+        )
+        path = built.get(spec.target)
+        if path is None:
+            kind, name = spec.target
+            made = ", ".join(f"{k} {n}" for k, n in built) or "none"
+            raise BuildError(f"cargo built no test binary for the {kind} target {name} of {crate} (it built: {made})")
+        return rustbuild.artifact(path)
 
     def dir_config(self, source: Path) -> dirconfig.DirConfig:
         path = dirconfig.find(source, self.settings.rootdir)
@@ -351,6 +371,13 @@ class OnDeviceSession:
     def _skip_compiled_out(self, spec: BinarySpec, verdicts: BinaryVerdicts) -> None:
         """A case the device never started, after a normal end, is asked about: if the
         preprocessor removed it for this board (an #ifdef), it is skipped saying so."""
+        if spec.crate is not None:  # a #[test] the binary lacks: removed by #[cfg] for this target
+            for name, v in verdicts.cases.items():
+                if v.outcome is Outcome.FAILED and v.message.startswith(NEVER_STARTED):
+                    verdicts.cases[name] = Verdict(
+                        Outcome.SKIPPED, f"not in the test binary for {spec.board.name} (left out by a #[cfg]?)"
+                    )
+            return
         never = {
             name: line
             for name, line in spec.lines

@@ -76,10 +76,11 @@ def known() -> dict[str, type[Format]]:
     """Ours, then the entry points' (which may not shadow ours)."""
     from .cpputest import CppUTest
     from .gtest import GoogleTest
+    from .libtest import Libtest
     from .tflm import Tflm
     from .unity import Unity
 
-    formats: dict[str, type[Format]] = {f.name: f for f in (GoogleTest, CppUTest, Unity, Tflm)}
+    formats: dict[str, type[Format]] = {f.name: f for f in (GoogleTest, CppUTest, Unity, Tflm, Libtest)}
     for ep in entry_points(group=GROUP):
         if ep.name in formats:
             continue

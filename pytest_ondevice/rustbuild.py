@@ -1,0 +1,81 @@
+"""A Rust crate's test binaries for a board: `cargo test --no-run` with the board's Rust
+target and linker, and the crate's C library (ondevice.toml `sources` + `provides`) built
+by us for the board and offered to its build script through pkg-config.
+
+Cargo keeps its own cache (one target dir per board and crate under the build dir): we
+add no rebuild. The C library's archive and .pc file are rewritten only when their
+content changes, so cargo's `rerun-if-changed` on them relinks exactly when it must."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from . import cargo, pkgconfig, toolchain
+from .board import Board
+from .build import Artifact, Builder, BuildError
+from .dirconfig import DirConfig
+
+
+def binaries(
+    builder: Builder, board: Board, cfg: DirConfig, crate: Path, build_root: Path
+) -> dict[tuple[str, str], Path]:
+    """(kind, target name) -> test binary, built once per session per board and crate."""
+    if board.kind != "host" and not board.toolchain.rust_target:
+        raise BuildError(
+            f'board {board.name} names no Rust target: add rust_target = "TRIPLE" to the [toolchain] '
+            f"of {board.path} (see `rustc --print target-list`)"
+        )
+    tag = f"{crate.name}-{hashlib.sha256(str(crate).encode()).hexdigest()[:10]}"
+    env = {}
+    if cfg.provides:
+        env = pkgconfig.environment(
+            board, [str(_offer_library(builder, board, cfg, build_root / board.name / "pkgconfig" / tag))]
+        )
+    linker = f"{board.toolchain.gnu}-gcc" if board.kind != "host" and board.toolchain.gnu else None
+    try:
+        return cargo.build(
+            crate,
+            board.toolchain.rust_target if board.kind != "host" else None,
+            linker,
+            build_root / board.name / "cargo" / tag,
+            env,
+            builder.jobs,
+        )
+    except cargo.CargoError as e:
+        raise BuildError(str(e)) from None
+
+
+def artifact(path: Path) -> Artifact:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return Artifact(path, digest.hexdigest())
+
+
+def _offer_library(builder: Builder, board: Board, cfg: DirConfig, where: Path) -> Path:
+    """lib<name>.a and <provides>.pc in `where`, for the crate's build script."""
+    if not cfg.sources:
+        raise BuildError(f"{cfg.path}: 'provides' names a library, but 'sources' lists no file to build it from")
+    archive = builder.library(board, toolchain.resolve(board), cfg)
+    assert archive is not None
+    lib = cfg.provides.replace("-", "_")
+    flags = cfg.flags_for(board.name, board.kind)
+    cflags = " ".join([*(f"-I{d}" for d in flags.include_dirs), *(f"-D{d}" for d in flags.defines)])
+    pc = (
+        f"Name: {cfg.provides}\nDescription: built by pytest-ondevice from {cfg.path} for {board.name}\n"
+        f"Version: 0\nCflags: {cflags}\nLibs: -L{where} -l{lib}\n"
+    )
+    where.mkdir(parents=True, exist_ok=True)
+    _write_if_changed(where / f"lib{lib}.a", archive.read_bytes())
+    _write_if_changed(where / f"{cfg.provides}.pc", pc.encode())
+    return where
+
+
+def _write_if_changed(path: Path, data: bytes) -> None:
+    if path.is_file() and path.read_bytes() == data:
+        return
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
