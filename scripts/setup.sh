@@ -5,13 +5,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# --rust: also Rust (Debian's rustc/cargo, the arm64 std, offline crates). Optional, as it
-# adds the arm64 architecture to dpkg: a change to the machine nobody else asked for.
+# --rust: also Rust (Debian's rustc/cargo, the arm64 std, offline crates).
+# --arm64-libs: GoogleTest's and CppUTest's libraries for arm64 boards (multiarch).
+# Both are optional, as they add the arm64 architecture to dpkg: a change to the machine
+# nobody else asked for. scripts/test.sh asks for both (the suite tests them).
 RUST=0
+ARM64_LIBS=0
 for arg in "$@"; do
   case "$arg" in
     --rust) RUST=1 ;;
-    *) echo "usage: $0 [--rust]" >&2; exit 2 ;;
+    --arm64-libs) ARM64_LIBS=1 ;;
+    *) echo "usage: $0 [--rust] [--arm64-libs]" >&2; exit 2 ;;
   esac
 done
 
@@ -27,6 +31,7 @@ APT_PACKAGES=(
   openssh-server openssh-client         # the SSH transport's tests run a real sshd
   adb                                   # the ADB transport's tests run the real adb server
   pkgconf                               # pkg_config in ondevice.toml, per board
+  libgtest-dev libcpputest-dev          # GoogleTest and CppUTest sources on the host board
   chromium                              # the report test renders the page in headless Chromium
 )
 
@@ -43,18 +48,23 @@ if ((${#missing[@]})); then
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+RUST_PACKAGES=()
 if ((RUST)); then
   # Rust test binaries for the ARM Linux boards: cargo test --target aarch64-unknown-linux-gnu
   # links against Debian's std for arm64 (multiarch), found by /usr/bin/cargo, not rustup's.
-  RUST_PACKAGES=(rustc cargo libstd-rust-dev:arm64
-                 librust-pkg-config-dev)  # build.rs of examples/rust/cdot-sys, from /usr/share/cargo/registry
+  RUST_PACKAGES+=(rustc cargo libstd-rust-dev:arm64
+                  librust-pkg-config-dev)  # build.rs of examples/rust/cdot-sys, from /usr/share/cargo/registry
+fi
+if ((ARM64_LIBS)); then
+  RUST_PACKAGES+=(libgtest-dev:arm64 libcpputest-dev:arm64)  # found by the arm64 boards' pkg-config
+fi
+if ((${#RUST_PACKAGES[@]})); then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   export DEBIAN_FRONTEND=noninteractive
   if ! dpkg --print-foreign-architectures | grep -qx arm64; then
-    echo "setup: adding the arm64 architecture to dpkg (Rust's std for aarch64 boards)"
-    $SUDO dpkg --add-architecture arm64
-    $SUDO apt-get update -qq
+    echo "setup: adding the arm64 architecture to dpkg (Rust's std, test libraries for aarch64 boards)"
+    $SUDO dpkg --add-architecture arm64  # apt-get update below (libstd-rust-dev:arm64 is missing then)
   fi
   missing=()
   for pkg in "${RUST_PACKAGES[@]}"; do
