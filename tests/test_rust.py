@@ -139,3 +139,10 @@ def test_one_rust_test_over_ssh(pi):  # noqa: F811 - the fixture
     crashed = pi.run(f"--device={pi.sshd.alias}", "crash", "-v", board=pi.board)
     assert verdicts(crashed)["tests::c_aborts"] == "FAILED"
     assert "killed by SIGABRT while this case was running" in crashed.stdout.str()
+
+
+def test_crates_are_not_collected_when_the_ini_says_so(project):
+    crate(project, "demo", "#[test]\nfn works() {}\n")
+    assert project.run("--collect-only").ret == pytest.ExitCode.OK
+    (project.path / "pytest.ini").write_text("[pytest]\nondevice_cargo = false\n")  # found before tox.ini
+    assert project.run("--collect-only").ret == pytest.ExitCode.NO_TESTS_COLLECTED
