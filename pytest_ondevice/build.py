@@ -12,7 +12,6 @@ covered by its identity. Compilers run in parallel up to `jobs` at a time.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import platform
 import re
@@ -208,8 +207,7 @@ class Builder:
                 if needs is None:
                     flags = pkgconfig.flags_for(board, cfg)
                 else:
-                    bare = dataclasses.replace(cfg, pkg_config=())
-                    flags = pkgconfig.flags_for(board, bare, needs.pkg_config, _install_hint(board, needs))
+                    flags = pkgconfig.flags_for(board, cfg, needs.pkg_config, _install_hint(board, needs))
             except pkgconfig.PkgConfigError as e:
                 raise BuildError(str(e)) from None
             dirs = [Path(f[2:]) for f in flags.ldflags if f.startswith("-L")]

@@ -19,10 +19,10 @@ class PkgConfigError(Exception):
     pass
 
 
-def flags_for(board: Board, cfg: DirConfig, packages: tuple[str, ...] = (), hint: str = "") -> BuildFlags:
-    """The compile and link flags of the directory's pkg_config packages (and the test
-    harness's), for this board; hint: what to install when one is missing."""
-    packages = (*cfg.pkg_config, *packages)
+def flags_for(board: Board, cfg: DirConfig, packages: tuple[str, ...] | None = None, hint: str = "") -> BuildFlags:
+    """The compile and link flags of packages (default: the directory's pkg_config; a test
+    harness names its own), for this board; hint: what to install when one is missing."""
+    packages = cfg.pkg_config if packages is None else packages
     if not packages:
         return BuildFlags()
     extra = [str((cfg.root / p.format(board=board.name, arch=board.arch)).resolve()) for p in cfg.pkg_config_path]

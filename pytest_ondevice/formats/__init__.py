@@ -105,7 +105,8 @@ def for_source(text: str, declared: str | None = None, where: str = "") -> Forma
     """The declared format, else the first whose header the source includes, else TFLM."""
     if declared:
         return named(declared, where)
-    included = {Path(h).name for h in _INCLUDE.findall(text)} | set(_INCLUDE.findall(text))
+    named_ = _INCLUDE.findall(text)
+    included = {Path(h).name for h in named_} | set(named_)
     for cls in known().values():
         if any(h in included for h in cls.headers):
             return cls()

@@ -78,12 +78,10 @@ class UnityParser(CaseStream):
     def feed_line(self, raw: str) -> None:
         """A case's output comes before its verdict line: held until that line names it."""
         line = raw.rstrip()
-        if _VERDICT.search(line) and self.summary is None:
-            self.line(line)
-        else:
-            self.line(line)
-            if self.summary is None and line:
-                self._pending.append(line)
+        verdict = self.summary is None and _VERDICT.search(line) is not None
+        self.line(line)
+        if not verdict and self.summary is None and line:
+            self._pending.append(line)
 
     def _take_pending(self, record, verdict_line: str) -> None:
         for text in self._pending.text().splitlines():
