@@ -10,7 +10,6 @@ overrides such as a timeout. Paths and flags may name environment variables
 from __future__ import annotations
 
 import fnmatch
-import functools
 import os
 import re
 from dataclasses import dataclass, field
@@ -215,7 +214,6 @@ def _repository_root(path: Path) -> Path:
     return path
 
 
-@functools.cache
 def load(path: Path | None, fallback_root: Path, test_patterns: tuple[str, ...] = TEST_PATTERNS) -> DirConfig:
     """test_patterns: the collected test sources, which never go into the library."""
     if path is None:

@@ -8,6 +8,7 @@ is handed to every item of that binary.
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 import threading
@@ -128,6 +129,8 @@ class OnDeviceSession:
         self.pushed = 0
         self.push_skipped = 0
         self._lock = threading.Lock()
+        # read once per session: an edit between two runs in one process is seen
+        self._dir_configs = functools.cache(dirconfig.load)
         self.runs = 0
         self.stopping = threading.Event()  # set at session end: queued and running runs stop
 
@@ -183,7 +186,7 @@ class OnDeviceSession:
 
     def dir_config(self, source: Path) -> dirconfig.DirConfig:
         path = dirconfig.find(source, self.settings.rootdir)
-        return dirconfig.load(path, source.parent.resolve(), self.settings.test_patterns)
+        return self._dir_configs(path, source.parent.resolve(), self.settings.test_patterns)
 
     def timeout_for(self, spec: BinarySpec) -> float:
         """Per-file override, then --device-timeout, then ini, then the board's default."""

@@ -205,7 +205,6 @@ def test_an_include_dir_that_does_not_exist_names_file_and_entry(tmp_path):
     write(tmp_path / "x_test.c", "")
     write(tmp_path / "plain", "")
     cfg = write(tmp_path / "ondevice.toml", '[files."x_test.c"]\ninclude_dirs = ["plain"]\n')
-    load.cache_clear()
     with pytest.raises(ConfigError, match=r"'files.x_test.c.include_dirs' entry 'plain' is not a directory"):
         load(cfg, tmp_path)
 
@@ -218,10 +217,8 @@ def test_a_per_file_override_naming_no_file_is_an_error(tmp_path):
     assert str(cfg) in str(e.value)
     for name in ("slow_test.c", "kernels/slow_test.c"):  # by name anywhere below, or by path
         cfg.write_text(f'[files."{name}"]\ntimeout = 9\n')
-        load.cache_clear()
         assert load(cfg, tmp_path).for_file(tmp_path / "kernels" / "slow_test.c").timeout == 9
     cfg.write_text('[files."slow_test.c/x"]\ntimeout = 9\n')
-    load.cache_clear()
     with pytest.raises(ConfigError, match=r"names no file"):
         load(cfg, tmp_path)
 
