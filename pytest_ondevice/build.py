@@ -118,6 +118,7 @@ class Builder:
         self._no_depfile: set[tuple[str, ...]] = set()  # linkers without --dependency-file
         self._requested: set[tuple] = set()
         self._finished: set[tuple] = set()
+        self._planned: set[tuple] = set()  # what the selected binaries will compile, known up front
         self._current = ""
         try:
             root.mkdir(parents=True, exist_ok=True)
@@ -324,11 +325,21 @@ class Builder:
 
         return self._once(key, compile_now)
 
-    def progress(self) -> tuple[int, int, str]:
-        """(objects done, objects asked for so far, the one last started): for a long build's
-        progress line; the second figure grows while binaries are still being planned."""
+    def plan(self, board: Board, cfg: DirConfig, source: Path, needs: Needs = NO_NEEDS) -> None:
+        """Count what binary() will compile before it starts, so the progress line's total is
+        known from its first line instead of growing as build threads get to each binary."""
+        settings = cfg.for_file(source, board.name, board.kind)
+        library = cfg.flags_for(board.name, board.kind)
+        own = (*board.toolchain.runtime, source, *settings.extra_sources, *needs.sources)
         with self._lock:
-            return len(self._finished), len(self._requested), self._current
+            self._planned.update((board.name, src, library) for src in cfg.sources)
+            self._planned.update((board.name, src, settings.flags, needs.pkg_config) for src in own)
+
+    def progress(self) -> tuple[int, int, str]:
+        """(objects done, objects to build, the one last started): for a long build's
+        progress line."""
+        with self._lock:
+            return len(self._finished), max(len(self._planned), len(self._requested)), self._current
 
     def _compile_args(self, board: Board, src: Path, flags: BuildFlags) -> list[str]:
         """Everything after the compiler's name but the output: one place for builds and

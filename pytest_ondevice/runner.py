@@ -8,6 +8,7 @@ is handed to every item of that binary.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import tempfile
@@ -137,6 +138,10 @@ class OnDeviceSession:
     # -- building ------------------------------------------------------------
     def prebuild(self, specs: list[BinarySpec]) -> None:
         """Start every build now, in parallel, so runs rarely wait for the compiler."""
+        for spec in specs:
+            if spec.crate is None:
+                with contextlib.suppress(ConfigError):  # reported by the build itself
+                    self.builder.plan(spec.board, self.dir_config(spec.source), spec.source, spec.needs)
         for spec in specs:
             self._build_future(spec)
 

@@ -448,8 +448,11 @@ def test_a_long_build_says_so_in_a_ci_log_and_is_not_charged_to_the_first_test(p
     result = project.run("examples", f"--junitxml={junit}")
     result.assert_outcomes(passed=8)
     result.stdout.fnmatch_lines(
-        ["ondevice: building, * of * objects so far (host: *)", "ondevice: 6 objects built or checked in * s"]
+        ["ondevice: building, * of 6 objects so far (host: *)", "ondevice: 6 objects built or checked in * s"]
     )
+    # the total is known from the first line on: it never grows while binaries are planned
+    totals = {line.split(" of ")[1].split()[0] for line in result.outlines if line.startswith("ondevice: building")}
+    assert totals == {"6"}, result.outlines
     import xml.etree.ElementTree as ET
 
     times = [float(case.get("time")) for case in ET.parse(junit).iter("testcase")]
