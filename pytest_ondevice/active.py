@@ -12,13 +12,14 @@ import time
 from pathlib import Path
 
 import pytest
+from _pytest.runner import runtestprotocol
 
 from . import fleet as fleet_mod
 from . import labgrid_places, store
 from .benchreport import BenchReport, load_baseline
 from .build import BuildStats
 from .fleet import Fleet
-from .items import DeviceInfrastructureError, OnDeviceFile, RustFile
+from .items import FOUND_AT_RUN, DeviceInfrastructureError, OnDeviceFile, RustFile
 from .keys import BASELINE_KEY, SESSION_KEY, fleet_path, selected_boards
 from .lease import identity
 from .plugin import registry
@@ -275,6 +276,24 @@ class OnDevicePlugin:
         items[:] = keep
 
     @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None):
+        """After an item, the items its binary's run showed beyond the collected cases. An
+        xdist worker may report only the item it was given: the controller reports them."""
+        result = yield
+        config = item.config
+        for found in item.stash.get(FOUND_AT_RUN, ()):
+            reports = runtestprotocol(found, nextitem=nextitem, log=False)
+            if hasattr(config, "workeroutput"):
+                serial = [config.hook.pytest_report_to_serializable(config=config, report=r) for r in reports]
+                config.workeroutput.setdefault("ondevice_found", []).extend(serial)
+                continue
+            found.ihook.pytest_runtest_logstart(nodeid=found.nodeid, location=found.location)
+            for report in reports:
+                found.ihook.pytest_runtest_logreport(report=report)
+            found.ihook.pytest_runtest_logfinish(nodeid=found.nodeid, location=found.location)
+        return result
+
+    @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
         report = yield
         if call.excinfo is not None and isinstance(call.excinfo.value, DeviceInfrastructureError):
@@ -302,10 +321,15 @@ class OnDevicePlugin:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node, error) -> None:
-        """xdist controller: each worker's build figures, for one report line."""
-        numbers = getattr(node, "workeroutput", {}).get("ondevice_build")
+        """xdist controller: each worker's build figures, for one report line, and the items
+        its binaries' runs showed beyond the collected cases."""
+        output = getattr(node, "workeroutput", {})
+        numbers = output.get("ondevice_build")
         if numbers:
             self.workers.append(numbers)
+        hook = node.config.hook
+        for data in output.get("ondevice_found", ()):
+            hook.pytest_runtest_logreport(report=hook.pytest_report_from_serializable(config=node.config, data=data))
 
     def pytest_terminal_summary(self, terminalreporter, config: pytest.Config) -> None:
         ondevice = config.stash.get(SESSION_KEY, None)

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from _pytest._code.code import TerminalRepr
-from _pytest.reports import TestReport
 
 from . import formats
 from .bench import BenchRecordError, compare, measure
@@ -195,7 +194,7 @@ class OnDeviceItem(pytest.Item):
         if result.retried:  # infrastructure trouble first, then a verdict from another device
             self.user_properties.append(("retried_after", "; ".join(result.retried)))
         if fresh:
-            _report_unlisted_cases(self, result)
+            _report_found_on_device(self, result)
         if result.infra_error:
             raise DeviceInfrastructureError(f"{self.spec.board.name}: {self._result.infra_error}")
 
@@ -302,35 +301,67 @@ def _ran_on(result: BinaryResult) -> list[tuple[str, str]]:
     return where
 
 
-def _report_unlisted_cases(item: OnDeviceItem, result: BinaryResult) -> None:
-    """Cases the device ran that the source scan did not find are reported, never dropped."""
+# items made while the run goes on, run by active.py right after the item that found them
+FOUND_AT_RUN = pytest.StashKey["list[pytest.Item]"]()
+
+
+class FoundOnDevice(pytest.Item):
+    """What a binary's run showed beyond its collected cases: a case the device ran that
+    the source scan did not find, or a problem of the binary as a whole (exit status and
+    summary disagree). Made at run time and run through pytest's own protocol, so it
+    reports like any item (terminal, JUnit, xdist, --lf) under a name that says what it is."""
+
+    def __init__(self, *, verdict: Verdict, note: str, board: str, where: list[tuple[str, str]], **kw) -> None:
+        super().__init__(**kw)
+        self.verdict = verdict
+        self.note = note
+        self.board = board
+        self.user_properties.extend([("board", board), *where, ("found_on_device", note)])
+
+    def runtest(self) -> None:
+        verdict = self.verdict
+        if verdict.log and verdict.outcome is not Outcome.PASSED:
+            self.add_report_section("call", "stdout (device log)", verdict.log.rstrip("\n") + "\n")
+        if verdict.outcome is Outcome.SKIPPED:
+            raise pytest.skip.Exception(verdict.message or "skipped on device", _use_item_location=True)
+        if verdict.outcome is Outcome.FAILED:
+            raise CaseFailed(verdict.message or "failed on device", (f"({self.note})",))
+
+    def repr_failure(self, excinfo, style=None) -> str | TerminalRepr:
+        if isinstance(excinfo.value, CaseFailed):
+            where = (str(self.path), 1)
+            return CaseFailureRepr(excinfo.value.message, self.config.rootpath, list(excinfo.value.footer), where)
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.path, 0, f"{self.name}: {self.note}"
+
+
+def _report_found_on_device(item: OnDeviceItem, result: BinaryResult) -> None:
+    """Cases the device ran that the source scan did not find, and problems of the binary
+    as a whole, become items of their own, never dropped and never folded into a case."""
     if result.verdicts is None:
         return
-    parent_id = item.nodeid.rsplit("::", 1)[0]
-    rel = item.location[0]
-    for name, verdict in result.verdicts.unknown.items():
-        nodeid = f"{parent_id}::{name}[{item.spec.board.name}]"
-        note = f"case {name!r} ran on the device but was not found in the source"
-        if verdict.outcome is Outcome.SKIPPED:
-            longrepr = (rel, 0, f"Skipped: {verdict.message}")
-        elif verdict.outcome is Outcome.FAILED:
-            longrepr = f"{verdict.message}\n({note})"
-        else:
-            longrepr = None
-        sections = []
-        if verdict.log and verdict.outcome is not Outcome.PASSED:
-            sections.append(("Captured stdout (device log) call", verdict.log + "\n"))
-        # call, then an empty teardown: JUnit writes a case's captured output at its teardown
-        for when, outcome, text in (("call", verdict.outcome.value, longrepr), ("teardown", "passed", None)):
-            report = TestReport(
-                nodeid=nodeid,
-                location=(rel, 0, name),
-                keywords={},
-                outcome=outcome,
-                longrepr=text,
-                when=when,
-                sections=sections,
-                duration=0.0,
-                user_properties=[("board", item.spec.board.name), *_ran_on(result), ("unlisted", note)],
+    board = item.spec.board.name
+    found = [
+        (name, verdict, f"case {name!r} ran on the device but was not found in the source")
+        for name, verdict in result.verdicts.unknown.items()
+    ]
+    if result.verdicts.problems and item.spec.cases:  # a file without cases: its binary item says it
+        problems = Verdict(Outcome.FAILED, "\n".join(result.verdicts.problems))
+        found.append((BINARY_ITEM, problems, "a problem of the binary as a whole, not of one case"))
+    file = item.parent
+    extra = item.stash.setdefault(FOUND_AT_RUN, [])
+    for name, verdict, note in found:
+        node = f"{name}[{board}]"
+        extra.append(
+            FoundOnDevice.from_parent(
+                file,
+                name=node,
+                nodeid=f"{file.nodeid}::{node}",
+                verdict=verdict,
+                note=note,
+                board=board,
+                where=_ran_on(result),
             )
-            item.ihook.pytest_runtest_logreport(report=report)
+        )

@@ -204,14 +204,16 @@ HANDWRITTEN = """
 def test_pass_string_then_nonzero_exit_is_not_a_pass(project):
     project.write("liar_test.c", HANDWRITTEN.format(magic="~~~ALL TESTS PASSED~~~", code=3))
     result = project.run()
-    result.assert_outcomes(failed=1)
+    result.assert_outcomes(failed=2)  # the case, and the binary's own report of why
+    result.stdout.fnmatch_lines(["*binary[[]host[]]: a problem of the binary as a whole, not of one case*"])
     result.stdout.fnmatch_lines(["*~~~ALL TESTS PASSED~~~ was printed, but the binary exited with code 3*"])
 
 
 def test_fail_string_with_exit_zero_is_a_failure_that_says_so(project):
     project.write("liar_test.c", HANDWRITTEN.format(magic="~~~SOME TESTS FAILED~~~", code=0))
     result = project.run()
-    result.assert_outcomes(failed=1)
+    result.assert_outcomes(failed=2)  # the case, and the binary's own report of why
+    result.stdout.fnmatch_lines(["*binary[[]host[]]: a problem of the binary as a whole, not of one case*"])
     result.stdout.fnmatch_lines(["*~~~SOME TESTS FAILED~~~ was printed, but the binary exited with code 0*"])
 
 
@@ -234,7 +236,8 @@ def test_pass_string_then_crash_is_not_a_pass(project):
         """,
     )
     result = project.run()
-    result.assert_outcomes(failed=1)
+    result.assert_outcomes(failed=2)  # the case, and the binary's own report of why
+    result.stdout.fnmatch_lines(["*binary[[]host[]]: a problem of the binary as a whole, not of one case*"])
     result.stdout.fnmatch_lines(
         ["*~~~ALL TESTS PASSED~~~ was printed, but then the binary crashed: killed by SIGSEGV*"]
     )
@@ -274,6 +277,38 @@ def test_case_generated_by_a_macro_is_reported_not_dropped(project):
     result.stdout.fnmatch_lines(["*generated_test.c::Conv_Works[[]host[]]*FAILED*"])
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*was not found in the source*"])
+
+
+def test_an_unlisted_case_is_an_item_of_its_own_in_every_report(project):
+    project.write(
+        "generated_test.c",
+        """
+        #include "micro_test.h"
+        #define KERNEL_TEST(kernel) TF_LITE_MICRO_TEST(kernel##_Works)
+        TF_LITE_MICRO_TESTS_BEGIN
+        TF_LITE_MICRO_TEST(Plain) { TF_LITE_MICRO_EXPECT(1); }
+        KERNEL_TEST(Conv) { TF_LITE_MICRO_EXPECT_EQ(1, 2); }
+        KERNEL_TEST(Pool) { TF_LITE_MICRO_EXPECT(1); }
+        TF_LITE_MICRO_TESTS_END
+        """,
+    )
+    import xml.etree.ElementTree as ET
+
+    for extra in ((), ("-n", "2")):  # in-process and through xdist's workers
+        junit = project.path / "junit.xml"
+        result = project.run("-v", f"--junitxml={junit}", *extra)
+        result.assert_outcomes(passed=2, failed=1)
+        assert result.ret == 1
+        result.stdout.fnmatch_lines_random(
+            ["*generated_test.c::Pool_Works[[]host[]] PASSED*", "*generated_test.c::Conv_Works[[]host[]] FAILED*"]
+        )
+        cases = {c.get("name"): c for c in ET.parse(junit).iter("testcase")}
+        assert set(cases) == {"Plain[host]", "Conv_Works[host]", "Pool_Works[host]"}, cases
+        failure = cases["Conv_Works[host]"].find("failure")
+        assert failure is not None and "1 == 2 failed" in failure.get("message"), ET.tostring(cases["Conv_Works[host]"])
+        props = {p.get("name"): p.get("value") for p in cases["Conv_Works[host]"].iter("property")}
+        assert props["found_on_device"] == "case 'Conv_Works' ran on the device but was not found in the source"
+        assert props["board"] == "host" and "binary_sha256" in props, props
 
 
 def test_skip_extension_reports_skipped_with_reason(project):
