@@ -238,6 +238,7 @@ class OnDevicePlugin:
 
     def __init__(self) -> None:
         self.workers: list[dict[str, int]] = []  # xdist controller: figures from each worker
+        self.nodes_down: list = []
 
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
         session = parent.config.stash.get(SESSION_KEY, None)
@@ -323,6 +324,9 @@ class OnDevicePlugin:
     def pytest_testnodedown(self, node, error) -> None:
         """xdist controller: each worker's build figures, for one report line, and the items
         its binaries' runs showed beyond the collected cases."""
+        if node in self.nodes_down:  # xdist says so twice for a worker that was interrupted
+            return
+        self.nodes_down.append(node)
         output = getattr(node, "workeroutput", {})
         numbers = output.get("ondevice_build")
         if numbers:

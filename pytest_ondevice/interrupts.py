@@ -97,6 +97,7 @@ class Interrupts:
         if (getattr(node, "workeroutput", None) or {}).get("exitstatus") == pytest.ExitCode.INTERRUPTED:
             # a worker was stopped (a signal to it alone): xdist stops the run, but only once
             # every other worker has finished its current test, which may hang for minutes
+            no_replacements(node.config)
             self.stop_workers()
 
     def stop_workers(self) -> None:
@@ -109,6 +110,18 @@ class Interrupts:
                 self.signalled.add(pid)
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGTERM)
+
+
+def no_replacements(config: pytest.Config) -> None:
+    """xdist replaces a worker that ended interrupted, as if it had crashed, and a stopping
+    run then waits for each replacement to start up (a new Python with pytest and its
+    plugins, 1-2 s on a busy 2-core box) only to shut it down again. The run is ending:
+    no replacement. (xdist has no public switch for this: --max-worker-restart is read once
+    and, when reached, reports a crash. Without the private method, the slower stop.)"""
+    dsession = config.pluginmanager.getplugin("dsession")
+    if dsession is None or not callable(getattr(dsession, "_clone_node", None)):
+        return
+    dsession._clone_node = lambda node: None
 
 
 def gateway_pid(gateway: Any) -> int | None:
