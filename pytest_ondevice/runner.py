@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from . import dirconfig, formats, rustbuild, toolchain, transports
+from . import dirconfig, formats, toolchain, transports
 from .board import Board, BoardRegistry
 from .build import Artifact, Builder, BuildError
 from .devlog import DeviceLog
@@ -132,6 +132,7 @@ class OnDeviceSession:
         self._lock = threading.Lock()
         # read once per session: an edit between two runs in one process is seen
         self._dir_configs = functools.cache(dirconfig.load)
+        self._config_paths = functools.cache(lambda d: dirconfig.find(d, self.settings.rootdir))
         self.runs = 0
         self.stopping = threading.Event()  # set at session end: queued and running runs stop
 
@@ -174,6 +175,8 @@ class OnDeviceSession:
         return self.builder.binary(spec.board, tc, cfg, spec.source, spec.rel, spec.needs)
 
     def _cargo_binary(self, spec: BinarySpec) -> Artifact:
+        from . import rustbuild  # cargo's modules only for a run that has a crate
+
         crate, board = spec.crate, spec.board
         assert crate is not None and spec.target is not None
         built = self.builder.once(
@@ -190,7 +193,7 @@ class OnDeviceSession:
         return rustbuild.artifact(path)
 
     def dir_config(self, source: Path) -> dirconfig.DirConfig:
-        path = dirconfig.find(source, self.settings.rootdir)
+        path = self._config_paths(source if source.is_dir() else source.parent)
         return self._dir_configs(path, source.parent.resolve(), self.settings.test_patterns)
 
     def timeout_for(self, spec: BinarySpec) -> float:

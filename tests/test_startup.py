@@ -15,3 +15,20 @@ def test_a_run_without_a_board_imports_nothing_heavy():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_c_only_run_imports_no_rust_machinery(project):
+    """cargo's scanner and builder cost ~50 ms to import: only a run with a crate pays it."""
+    project.copy_examples()
+    project.write(
+        "conftest.py",
+        """
+        import sys
+        def pytest_sessionfinish(session):
+            rust = sorted(m for m in sys.modules if m.split(".")[-1] in ("cargo", "rustbuild", "rustsrc"))
+            print("rust modules:", rust)
+        """,
+    )
+    result = project.pytester.runpytest_subprocess("--board=host", "-p", "no:cacheprovider", "-s", "examples")
+    result.assert_outcomes(passed=8)
+    result.stdout.fnmatch_lines(["*rust modules: [[][]]"])

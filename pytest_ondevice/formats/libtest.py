@@ -17,7 +17,6 @@ import re
 
 from ..discover import Case
 from ..protocol import BinaryVerdicts, Outcome, RunEnd
-from ..rustsrc import scan
 from . import Format
 from .stream import CaseStream, Summary
 
@@ -50,6 +49,8 @@ class Libtest(Format):
 
     def find_cases(self, text: str) -> list[Case]:
         """The file's #[test] functions, named by their module path within this file."""
+        from ..rustsrc import scan  # a C/C++ run never needs the Rust scanner
+
         return [Case(t.name, t.line, self.name) for t in scan(text).tests]
 
     def device_order(self, cases: list[Case]) -> tuple[str, ...]:
@@ -61,6 +62,8 @@ class Libtest(Format):
 
 def ignored_cases(text: str) -> dict[str, str]:
     """The file's #[ignore]d tests and why (the attribute's reason, else IGNORED)."""
+    from ..rustsrc import scan
+
     return {t.name: t.ignore_reason or IGNORED for t in scan(text).tests if t.ignored}
 
 
