@@ -180,6 +180,19 @@ def pytest_configure(config: pytest.Config) -> None:
     activate(config)
     config.pluginmanager.register(interrupts, "ondevice-interrupts")
     interrupts.install()  # SIGTERM and SIGHUP end the run as Ctrl-C does: nothing left running
+    _freeze_imported_objects(config)
+
+
+def _freeze_imported_objects(config: pytest.Config) -> None:
+    """What pytest, our plugin and their imports have made so far lives for the whole run:
+    out of the collector's way (gc.freeze), so neither the run's automatic collections nor
+    pytest's full collections at exit (two, to report unraisable exceptions) walk it again.
+    That walk was 60-90 ms of a 1.2 s SSH run. Given back after pytest's last collection:
+    our cleanup is registered before pytest's own (this hook runs before its plugins')."""
+    import gc
+
+    gc.freeze()
+    config.add_cleanup(gc.unfreeze)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

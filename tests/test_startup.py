@@ -32,3 +32,29 @@ def test_a_c_only_run_imports_no_rust_machinery(project):
     result = project.pytester.runpytest_subprocess("--board=host", "-p", "no:cacheprovider", "-s", "examples")
     result.assert_outcomes(passed=8)
     result.stdout.fnmatch_lines(["*rust modules: [[][]]"])
+
+
+def test_a_board_run_freezes_its_imports_only_until_pytest_has_collected_garbage(project):
+    """gc.freeze spares pytest's exit collections the walk over every imported object; the
+    freeze is given back after them, so nothing stays out of the collector afterwards."""
+    import subprocess
+    import sys
+
+    project.copy_examples()
+    project.write(
+        "gcprobe.py",
+        """
+        import gc
+        def pytest_unconfigure(config):
+            print("frozen at unconfigure:", gc.get_freeze_count() > 0)
+        """,
+    )
+    code = (
+        "import gc, sys, pytest; sys.path.insert(0, '.'); "
+        "rc = pytest.main(['--board=host', '-p', 'no:cacheprovider', '-p', 'gcprobe', '-s', 'examples']); "
+        "print('frozen after the run:', gc.get_freeze_count()); sys.exit(rc)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=project.path, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "frozen at unconfigure: True" in out.stdout, out.stdout
+    assert "frozen after the run: 0" in out.stdout, out.stdout
