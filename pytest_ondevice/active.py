@@ -262,6 +262,8 @@ class OnDevicePlugin:
                 specs[spec.key] = spec
         if session.config.getoption("collectonly"):
             return  # listing tests builds nothing
+        if session.testsfailed and not session.config.option.continue_on_collection_errors:
+            return  # pytest stops before the first test: nothing to build or run for
         ondevice.prebuild(list(specs.values()))
         if ondevice.live is None and _runs_tests_here(session.config):
             ondevice.run_ahead(list(specs.values()))  # live output stays in step with the items

@@ -187,7 +187,7 @@ def _freeze_imported_objects(config: pytest.Config) -> None:
     """What pytest, our plugin and their imports have made so far lives for the whole run:
     out of the collector's way (gc.freeze), so neither the run's automatic collections nor
     pytest's full collections at exit (two, to report unraisable exceptions) walk it again.
-    That walk was 60-90 ms of a 1.2 s SSH run. Given back after pytest's last collection:
+    That walk was 60-90 ms of a 1.2 s run over a network. Given back after pytest's last collection:
     our cleanup is registered before pytest's own (this hook runs before its plugins')."""
     import gc
 

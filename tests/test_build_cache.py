@@ -439,6 +439,18 @@ def test_listing_tests_builds_nothing(project):
     assert not any(line.startswith("ondevice build") for line in result.outlines)
 
 
+def test_a_collection_error_elsewhere_builds_and_runs_nothing(project):
+    """pytest stops before the first test when a file fails to collect (a Python test in a
+    TFLM tree needs tensorflow): a full cold build and every binary's run were wasted."""
+    project.copy_examples()
+    project.write("examples/needs_tf_test.py", "import tensorflow_is_not_here\n")
+    result = project.run("examples")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert not list((project.path / "_cache").rglob("*.o"))
+    again = project.run("examples", "--continue-on-collection-errors")
+    again.assert_outcomes(passed=8, errors=1)
+
+
 def test_a_long_build_says_so_in_a_ci_log_and_is_not_charged_to_the_first_test(project, monkeypatch):
     wrapper = project.write("slowcc", '#!/bin/sh\ncc "$@" || exit $?\nsleep 1\n')
     wrapper.chmod(0o755)

@@ -206,3 +206,29 @@ def test_the_core_names_no_transport():
         text = (core / module).read_text()
         found = [n for n in names if re.search(rf"\b{re.escape(n)}\b", text, re.IGNORECASE)]
         assert not found, f"{module} names {found}"
+
+
+def test_an_exec_failure_that_says_nothing_about_the_file_is_tried_again(monkeypatch, tmp_path):
+    """EFAULT from execve was seen on a busy host running TFLM's 83 kernel binaries; the same
+    binary then ran. Two such errors struck the host device and errored every later case."""
+    import errno
+    import subprocess
+
+    from pytest_ondevice.transports import InfrastructureError
+    from pytest_ondevice.transports._proc import ProcessStream
+
+    real = subprocess.Popen
+    failures = [OSError(errno.EFAULT, "Bad address")]
+
+    def flaky(*args, **kwargs):
+        if failures:
+            raise failures.pop()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", flaky)
+    stream = ProcessStream(["true"], tmp_path, None)
+    assert stream.proc.wait() == 0
+    stream.close()
+    failures.append(OSError(errno.ENOENT, "No such file or directory"))  # about the file: at once
+    with pytest.raises(InfrastructureError, match="cannot execute nothing: No such file"):
+        ProcessStream(["nothing"], tmp_path, None)

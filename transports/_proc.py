@@ -8,6 +8,7 @@ ended by killing the whole process group.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import select
 import shutil
@@ -15,6 +16,7 @@ import signal
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -22,24 +24,34 @@ from .contract import InfrastructureError, RunEnd, signal_name
 from .runloop import drive
 
 READ_SIZE = 65536
+# exec failures that say nothing about the file: seen on a busy host running many binaries
+# at once (EFAULT from execve in TFLM's 83-binary kernel suite; the same binary then ran
+# fine), or a file just written (ETXTBSY); tried again before the device is blamed
+TRANSIENT_EXEC = {errno.EFAULT, errno.EAGAIN, errno.ENOMEM, errno.ETXTBSY, errno.EINTR}
+EXEC_ATTEMPTS = 3
 
 
 class ProcessStream:
     """A local child in its own session, for the shared run loop: its group is killed at the end."""
 
     def __init__(self, argv: list[str], cwd: Path | None, env: dict[str, str] | None) -> None:
-        try:
-            self.proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                cwd=cwd,
-                env=env,
-                start_new_session=True,
-            )
-        except OSError as e:  # the file cannot be run here: not the test's verdict
-            raise InfrastructureError(f"cannot execute {argv[0]}: {e.strerror or e}") from None
+        for attempt in range(EXEC_ATTEMPTS):
+            try:
+                self.proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    cwd=cwd,
+                    env=env,
+                    start_new_session=True,
+                )
+                break
+            except OSError as e:  # the file cannot be run here: not the test's verdict
+                if e.errno in TRANSIENT_EXEC and attempt + 1 < EXEC_ATTEMPTS:
+                    time.sleep(0.05 * (attempt + 1))
+                    continue
+                raise InfrastructureError(f"cannot execute {argv[0]}: {e.strerror or e}") from None
         assert self.proc.stdout is not None
         self.fd = self.proc.stdout.fileno()
 
