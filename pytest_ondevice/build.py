@@ -28,7 +28,7 @@ from typing import TypeVar
 
 from . import elf, inputs, pkgconfig, sizecheck
 from .board import Board, debian_arch
-from .dirconfig import BuildFlags, DirConfig
+from .dirconfig import BuildFlags, DirConfig, FileSettings
 from .formats import NO_NEEDS, Needs
 from .store import CacheError, Entry, Store, checkpoint, key_of, unusable
 from .toolchain import ResolvedToolchain
@@ -139,11 +139,11 @@ class Builder:
         flags = pkgconfig.merged(settings.flags, self._pkg_flags(board, cfg))
         if needs.pkg_config:
             flags = pkgconfig.merged(flags, self._pkg_flags(board, cfg, needs))
-        extra = (*settings.extra_sources, *needs.sources)
+        own = _own_sources(source, settings, needs)
         archive = self._library(board, tc, cfg)
         runtime = [self._compile(board, tc, src, flags) for src in board.toolchain.runtime]
-        objects = [self._compile(board, tc, src, flags) for src in (source, *extra)]
-        cxx = any(p.suffix in CXX_SUFFIXES for p in (source, *extra, *cfg.sources))
+        objects = [self._compile(board, tc, src, flags) for src in own]
+        cxx = any(p.suffix in CXX_SUFFIXES for p in (*own, *cfg.sources))
         name = Path(rel).name + ".elf"
         inputs_ = [*objects, *([archive] if archive else []), *self._prebuilt(board, cfg), *runtime]
         script = self._linker_script(board)
@@ -330,7 +330,7 @@ class Builder:
         known from its first line instead of growing as build threads get to each binary."""
         settings = cfg.for_file(source, board.name, board.kind)
         library = cfg.flags_for(board.name, board.kind)
-        own = (*board.toolchain.runtime, source, *settings.extra_sources, *needs.sources)
+        own = (*board.toolchain.runtime, *_own_sources(source, settings, needs))
         with self._lock:
             self._planned.update((board.name, src, library) for src in cfg.sources)
             self._planned.update((board.name, src, settings.flags, needs.pkg_config) for src in own)
@@ -613,3 +613,9 @@ def _check_arch(path: Path, board: Board, where: str) -> None:
 def _host_arch() -> str:
     machine = platform.machine().lower()
     return {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, "arm" if machine.startswith("arm") else machine)
+
+
+def _own_sources(source: Path, settings: FileSettings, needs: Needs) -> tuple[Path, ...]:
+    """What a test binary compiles besides the runtime and the library: the test source, its
+    ondevice.toml extra sources and its harness's (one list for building and for planning)."""
+    return (source, *settings.extra_sources, *needs.sources)

@@ -175,12 +175,38 @@ def _rel(path: Path, root: Path) -> str:
 BUILD_ERROR_SHOWN = pytest.StashKey["dict[tuple[str, Path], str]"]()
 
 
-class OnDeviceItem(pytest.Item):
+class DeviceVerdictItem(pytest.Item):
+    """An item whose outcome is a device's verdict: a failure is shown with its source lines
+    (pytest-cpp style), an unusable device as its cause, without a traceback of ours."""
+
+    failure_line = 1  # where pytest's short summary and JUnit place a failure
+
+    def raise_unless_passed(self, verdict: Verdict, failure: tuple[str, tuple[str, ...]]) -> None:
+        """Skip or fail as the device said, with its log as the case's captured stdout."""
+        if verdict.outcome is Outcome.PASSED:
+            return
+        if verdict.log:
+            # as captured stdout: JUnit's system-out carries it (-o junit_logging=all)
+            self.add_report_section("call", "stdout (device log)", verdict.log.rstrip("\n") + "\n")
+        if verdict.outcome is Outcome.SKIPPED:
+            raise pytest.skip.Exception(verdict.message or "skipped on device", _use_item_location=True)
+        raise CaseFailed(*failure)
+
+    def repr_failure(self, excinfo, style=None) -> str | TerminalRepr:
+        if isinstance(excinfo.value, CaseFailed):
+            where = (str(self.path), self.failure_line)
+            return CaseFailureRepr(excinfo.value.message, self.config.rootpath, list(excinfo.value.footer), where)
+        if isinstance(excinfo.value, DeviceInfrastructureError):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style=style)
+
+
+class OnDeviceItem(DeviceVerdictItem):
     def __init__(self, *, spec: BinarySpec, case: str, line: int, also_at: tuple[int, ...] = (), **kw) -> None:
         super().__init__(**kw)
         self.spec = spec
         self.case = case
-        self.line = line
+        self.line = self.failure_line = line
         self.also_at = also_at  # lines of other cases with this name
         self.add_marker("ondevice")
         self.user_properties.append(("board", spec.board.name))
@@ -216,16 +242,9 @@ class OnDeviceItem(pytest.Item):
             lines = ", ".join(map(str, (self.line, *self.also_at)))
             verdict = replace(verdict, message=f"{self.case} is declared at lines {lines}\n{verdict.message}")
         regressions = self._attach_benches(result)
-        if verdict.outcome is Outcome.PASSED:
-            if regressions:
-                raise CaseFailed("\n".join(regressions))
-            return
-        if verdict.log:
-            # as captured stdout: JUnit's system-out carries it (-o junit_logging=all)
-            self.add_report_section("call", "stdout (device log)", verdict.log.rstrip("\n") + "\n")
-        if verdict.outcome is Outcome.SKIPPED:
-            raise pytest.skip.Exception(verdict.message or "skipped on device", _use_item_location=True)
-        raise CaseFailed(*_failure_text(verdict, result))
+        if verdict.outcome is Outcome.PASSED and regressions:
+            raise CaseFailed("\n".join(regressions))
+        self.raise_unless_passed(verdict, _failure_text(verdict, result))
 
     def _attach_benches(self, result: BinaryResult) -> list[str]:
         """Latency records ride on the report (JUnit XML properties, xdist, --bench-json);
@@ -253,14 +272,6 @@ class OnDeviceItem(pytest.Item):
                         regressions.append(failure)
             self.user_properties.append(("ondevice_bench", json.dumps(data)))  # JUnit XML shows it as is
         return regressions
-
-    def repr_failure(self, excinfo, style=None) -> str | TerminalRepr:
-        if isinstance(excinfo.value, CaseFailed):
-            where = (str(self.path), self.line)
-            return CaseFailureRepr(excinfo.value.message, self.config.rootpath, list(excinfo.value.footer), where)
-        if isinstance(excinfo.value, DeviceInfrastructureError):
-            return str(excinfo.value)
-        return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self) -> tuple[Path, int, str]:
         # Not the node name itself: pytest would show "Suite.Name" as "Suite::Name",
@@ -305,7 +316,7 @@ def _ran_on(result: BinaryResult) -> list[tuple[str, str]]:
 FOUND_AT_RUN = pytest.StashKey["list[pytest.Item]"]()
 
 
-class FoundOnDevice(pytest.Item):
+class FoundOnDevice(DeviceVerdictItem):
     """What a binary's run showed beyond its collected cases: a case the device ran that
     the source scan did not find, or a problem of the binary as a whole (exit status and
     summary disagree). Made at run time and run through pytest's own protocol, so it
@@ -315,23 +326,10 @@ class FoundOnDevice(pytest.Item):
         super().__init__(**kw)
         self.verdict = verdict
         self.note = note
-        self.board = board
         self.user_properties.extend([("board", board), *where, ("found_on_device", note)])
 
     def runtest(self) -> None:
-        verdict = self.verdict
-        if verdict.log and verdict.outcome is not Outcome.PASSED:
-            self.add_report_section("call", "stdout (device log)", verdict.log.rstrip("\n") + "\n")
-        if verdict.outcome is Outcome.SKIPPED:
-            raise pytest.skip.Exception(verdict.message or "skipped on device", _use_item_location=True)
-        if verdict.outcome is Outcome.FAILED:
-            raise CaseFailed(verdict.message or "failed on device", (f"({self.note})",))
-
-    def repr_failure(self, excinfo, style=None) -> str | TerminalRepr:
-        if isinstance(excinfo.value, CaseFailed):
-            where = (str(self.path), 1)
-            return CaseFailureRepr(excinfo.value.message, self.config.rootpath, list(excinfo.value.footer), where)
-        return super().repr_failure(excinfo, style=style)
+        self.raise_unless_passed(self.verdict, (self.verdict.message or "failed on device", (f"({self.note})",)))
 
     def reportinfo(self) -> tuple[Path, int, str]:
         return self.path, 0, f"{self.name}: {self.note}"

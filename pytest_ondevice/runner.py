@@ -193,7 +193,7 @@ class OnDeviceSession:
         return rustbuild.artifact(path)
 
     def dir_config(self, source: Path) -> dirconfig.DirConfig:
-        path = self._config_paths(source if source.is_dir() else source.parent)
+        path = self._config_paths(source.parent)  # every caller names a file
         return self._dir_configs(path, source.parent.resolve(), self.settings.test_patterns)
 
     def timeout_for(self, spec: BinarySpec) -> float:
