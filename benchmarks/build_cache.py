@@ -19,8 +19,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from _timing import timed
 
 REPO = Path(__file__).resolve().parent.parent
 KERNEL = """#include <cstdint>
@@ -67,15 +68,6 @@ def make_tree(root: Path, sources: int) -> None:
         f"CXX ?= c++\nall: libk.a\nlibk.a: {objs}\n\tar qcsD $@ $^\n"
         f"%.o: %.cc\n\t$(CXX) {flags} -c $< -o $@\nclean:\n\trm -f libk.a {objs}\n"
     )
-
-
-def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
-    start = time.perf_counter()
-    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
-    elapsed = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} failed in {cwd}:\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
-    return elapsed
 
 
 def main() -> int:

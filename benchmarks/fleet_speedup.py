@@ -17,12 +17,12 @@ import argparse
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from pathlib import Path
+
+from _timing import timed
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
@@ -63,18 +63,8 @@ def make_project(root: Path, servers: list[Sshd], binaries: int, seconds: float,
         (root / f"fleet-{count}.toml").write_text("\n".join(lines))
 
 
-def timed(root: Path, *args: str) -> float:
-    started = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
-        cwd=root,
-        capture_output=True,
-        text=True,
-    )
-    elapsed = time.perf_counter() - started
-    if done.returncode != 0:
-        sys.exit(f"pytest {' '.join(args)} failed:\n{done.stdout[-3000:]}{done.stderr[-2000:]}")
-    return elapsed
+def timed_pytest(root: Path, *args: str) -> float:
+    return timed([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], root)
 
 
 def main() -> int:
@@ -96,12 +86,12 @@ def main() -> int:
             project = work / "project"
             project.mkdir()
             make_project(project, servers, args.binaries, args.seconds, "rpi" if binfmt else "rpi-wrapped")
-            timed(project, "--fleet=fleet-1.toml", "--build-only")  # the build cache warm for both
-            timed(project, "--fleet=fleet-4.toml", "-n", "4")  # every device holds the binaries
+            timed_pytest(project, "--fleet=fleet-1.toml", "--build-only")  # the build cache warm for both
+            timed_pytest(project, "--fleet=fleet-4.toml", "-n", "4")  # every device holds the binaries
             figures: dict[int, list[float]] = {1: [], DEVICES: []}
             for _ in range(args.repeats):
                 for count in (1, DEVICES):  # alternating: both see the same machine load
-                    figures[count].append(timed(project, f"--fleet=fleet-{count}.toml", "-n", "4"))
+                    figures[count].append(timed_pytest(project, f"--fleet=fleet-{count}.toml", "-n", "4"))
     finally:
         for server in servers:
             server.kill()

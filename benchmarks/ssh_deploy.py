@@ -28,6 +28,8 @@ import textwrap
 import time
 from pathlib import Path
 
+from _timing import timed
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 from support.sshd import BinfmtLease, Sshd, disable_binfmt, enable_binfmt  # noqa: E402
@@ -98,20 +100,12 @@ DeviceCache._verify = lambda self, sha256: True  # trust what the device holds: 
 """
 
 
-def timed(argv: list[str], cwd: Path, extra_path: str = "") -> float:
-    start = time.perf_counter()
+def timed_here(argv: list[str], cwd: Path, extra_path: str = "") -> float:
+    """Only our plugin: unrelated plugins installed on the machine would be timed too."""
     env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-    # as on a user's machine: modules run from their bytecode (pip compiles an installed
-    # package; an editable one writes it on first import). Without it every run compiles
-    # the plugin from source, about 0.3 s of CPU that no user pays.
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
     if extra_path:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (extra_path, env.get("PYTHONPATH", "")) if p)
-    proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, env=env)
-    elapsed = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise SystemExit(f"failed: {' '.join(argv)}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return elapsed
+    return timed(argv, cwd, env)
 
 
 def main() -> int:
@@ -131,7 +125,6 @@ def main() -> int:
     sshd = Sshd.create(root / "sshd").start()
     try:
         project = make_project(root, args.binaries, sshd)
-        # only our plugin: unrelated plugins installed on the machine would be timed too
         pytest_cmd = [
             sys.executable,
             "-m",
@@ -151,7 +144,7 @@ def main() -> int:
         serial_cmd = [a if a != "--board=rpi" else "--board=rpi-serial" for a in pytest_cmd]
         against_cmd = [args.against, *pytest_cmd[1:]] if args.against else None
         for cmd in (pytest_cmd, serial_cmd, *([against_cmd] if against_cmd else [])):  # the build cache is warm
-            timed([*cmd, "--build-only"], project)
+            timed_here([*cmd, "--build-only"], project)
         bins = sorted(str(p) for p in (project / "_build" / "rpi" / "bin").rglob("*_test*") if p.is_file())
         assert len(bins) == args.binaries, bins
         ssh = ["ssh", "-F", str(sshd.ssh_config), sshd.alias]
@@ -169,32 +162,32 @@ def main() -> int:
             return time.perf_counter() - start
 
         def ideal() -> float:
-            return timed([sys.executable, "-c", IDEAL, str(sshd.ssh_config), sshd.alias, *bins], project)
+            return timed_here([sys.executable, "-c", IDEAL, str(sshd.ssh_config), sshd.alias, *bins], project)
 
         def ours_fresh_device() -> float:
             shutil.rmtree(device_cache, ignore_errors=True)
-            return timed(pytest_cmd, project)
+            return timed_here(pytest_cmd, project)
 
         def against_fresh_device() -> float:
             shutil.rmtree(device_cache, ignore_errors=True)
-            return timed(against_cmd, project)
+            return timed_here(against_cmd, project)
 
         def ours_one_at_a_time() -> float:
             shutil.rmtree(device_cache, ignore_errors=True)
-            return timed(serial_cmd, project)
+            return timed_here(serial_cmd, project)
 
         def ours_warm() -> float:
-            return timed(pytest_cmd, project)
+            return timed_here(pytest_cmd, project)
 
         def ours_warm_unverified() -> float:
-            return timed([*pytest_cmd, "-p", "ondevice_noverify"], project, str(root / "noverify"))
+            return timed_here([*pytest_cmd, "-p", "ondevice_noverify"], project, str(root / "noverify"))
 
         def ours_cold() -> float:
             shutil.rmtree(project / "_build" / "rpi", ignore_errors=True)
             shutil.rmtree(root / "build-cache", ignore_errors=True)
             shutil.rmtree(device_cache, ignore_errors=True)
-            elapsed = timed(pytest_cmd, project)
-            timed([*serial_cmd, "--build-only"], project)  # (c1) of the next round starts warm
+            elapsed = timed_here(pytest_cmd, project)
+            timed_here([*serial_cmd, "--build-only"], project)  # (c1) of the next round starts warm
             return elapsed
 
         figures: dict[str, list[float]] = {name: [] for name in ("a", "b", "c", "c1", "warm", "warm0", "cold", "x")}

@@ -10,24 +10,12 @@ The bar: within 2 %.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-
-def timed(argv: list[str], cwd: Path) -> float:
-    start = time.perf_counter()
-    # bytecode as on a user's machine (see ssh_deploy.py): the first run writes it
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, env=env)
-    elapsed = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise SystemExit(proc.stdout[-2000:])
-    return elapsed
+from _timing import timed
 
 
 def main() -> int:

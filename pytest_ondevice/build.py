@@ -238,16 +238,19 @@ class Builder:
             text = text.replace(f"@{key}@", value)
 
         def store() -> Path:
-            key = key_of("linker-script", text)
-            with self.store.lock(key):
-                entry = self.store.get(key)
-                if entry is None:
-                    staged = self.store.staging()
-                    (staged / "link.ld").write_text(text)
-                    entry = self.store.commit(staged, "link.ld", key)
-            return entry.path
+            return self._stored(key_of("linker-script", text), "link.ld", lambda out: out.write_text(text))
 
         return self._once(("ld", text), store)
+
+    def _stored(self, key: str, name: str, make: Callable[[Path], object]) -> Path:
+        """The cache's entry for key, made into `name` by whoever gets there first."""
+        with self.store.lock(key):
+            entry = self.store.get(key)
+            if entry is None:
+                staged = self.store.staging()
+                make(staged / name)
+                entry = self.store.commit(staged, name, key)
+        return entry.path
 
     # -- library -------------------------------------------------------------
     def _once(self, key: object, fn: Callable[[], T]) -> T:
@@ -295,15 +298,12 @@ class Builder:
                 f"the library declared in {cfg.path} failed to build "
                 f"({len(errors)} of {len(cfg.sources)} sources):\n" + "\n".join(errors)
             )
-        key = key_of("archive", tc.identity, [self.store.digest(o) for o in objects])
-        with self.store.lock(key):
-            entry = self.store.get(key)
-            if entry is None:
-                staged = self.store.staging()
-                # q, not r: members with the same basename (a/util.o, b/util.o) all stay
-                self._tool([*tc.ar, "qcsD", str(staged / "libundertest.a"), *map(str, objects)], "archive")
-                entry = self.store.commit(staged, "libundertest.a", key)
-        return entry.path
+        return self._stored(
+            key_of("archive", tc.identity, [self.store.digest(o) for o in objects]),
+            "libundertest.a",
+            # q, not r: members with the same basename (a/util.o, b/util.o) all stay
+            lambda out: self._tool([*tc.ar, "qcsD", str(out), *map(str, objects)], "archive"),
+        )
 
     # -- compile and link ----------------------------------------------------
     def _compile(self, board: Board, tc: ResolvedToolchain, src: Path, flags: BuildFlags) -> Path:

@@ -122,8 +122,8 @@ class BinaryVerdicts:
     benches: dict[str, list[BenchRecord]] = field(default_factory=dict)  # per case
 
 
-class TestOutputParser:
-    """A line-at-a-time state machine over TFLM v1/v2 output plus our extension lines."""
+class CaseTracker:
+    """What every line parser shares: the cases seen, the running one, and whose log a line is."""
 
     __test__ = False  # not a pytest test class
 
@@ -131,6 +131,31 @@ class TestOutputParser:
         self.cases: dict[str, CaseRecord] = {}
         self.current: CaseRecord | None = None  # the running case: its outcome is None until it ends
         self.last: CaseRecord | None = None  # the case that ended most recently
+
+    def feed_line(self, raw: str) -> None:
+        line = raw.rstrip()
+        before = self.current
+        self.line(line)
+        owner = self.current or before  # a case's log runs from its start line to its end line
+        if owner is not None:
+            owner.log.append(line)
+
+    def line(self, line: str) -> None:
+        raise NotImplementedError
+
+    def _finish(self, outcome: Outcome) -> None:
+        record = self.current
+        if record is not None:
+            record.finish(outcome)
+            self.last = record
+        self.current = None
+
+
+class TestOutputParser(CaseTracker):
+    """A line-at-a-time state machine over TFLM v1/v2 output plus our extension lines."""
+
+    def __init__(self) -> None:
+        super().__init__()
         self.magic: str | None = None  # PASS_MAGIC or FAIL_MAGIC when seen
         self.tally: tuple[int, int] | None = None  # v1 "N/M tests passed"
         self.v2_ran: int | None = None  # v2 "[==========] N tests ran."
@@ -143,15 +168,7 @@ class TestOutputParser:
         self._in_failure_block = False
 
     # -- feeding -----------------------------------------------------------
-    def feed_line(self, raw: str) -> None:
-        line = raw.rstrip()
-        before = self.current
-        self._feed(line)
-        owner = self.current or before  # a case's log runs from its start line to its end line
-        if owner is not None:
-            owner.log.append(line)
-
-    def _feed(self, line: str) -> None:
+    def line(self, line: str) -> None:
         stripped = line.lstrip()
         if not stripped:
             return
@@ -269,7 +286,7 @@ class TestOutputParser:
             m = _STAMPED_END.fullmatch(rest.strip())
             record = self.current
             if m and record is not None and record.name == m.group(1):
-                self._finish_current(self._skipped(record, Outcome(m.group(2))))
+                self._finish(self._skipped(record, Outcome(m.group(2))))
         elif kind == "summary":
             self._fail_unfinished("no verdict: the closing summary began while this case was running")
             self.in_summary = True
@@ -315,7 +332,7 @@ class TestOutputParser:
             return
         if outcome is Outcome.PASSED and record.failures:
             record.add_failure("the device printed [       OK ] after a failure")
-        self._finish_current(self._skipped(record, outcome))
+        self._finish(self._skipped(record, outcome))
 
     @staticmethod
     def _skipped(record: CaseRecord, outcome: Outcome) -> Outcome:
@@ -323,13 +340,6 @@ class TestOutputParser:
         if outcome is Outcome.SKIPPED:
             record.skip_reason = record.skip_reason or "skipped on device"
         return outcome
-
-    def _finish_current(self, outcome: Outcome) -> None:
-        record = self.current
-        if record is not None:
-            record.finish(outcome)
-            self.last = record
-        self.current = None
 
     def _fail_unfinished(self, reason: str) -> None:
         if self.current is not None:
@@ -340,7 +350,7 @@ class TestOutputParser:
         """v1 prints no per-case end line: a case ends when the next begins."""
         record = self.current
         if record is not None:
-            self._finish_current(Outcome.SKIPPED if record.skip_reason else Outcome.PASSED)
+            self._finish(Outcome.SKIPPED if record.skip_reason else Outcome.PASSED)
 
     # -- verdicts ------------------------------------------------------------
     @property

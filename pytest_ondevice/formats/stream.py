@@ -21,6 +21,7 @@ from ..protocol import (
     NEVER_STARTED,
     BinaryVerdicts,
     CaseRecord,
+    CaseTracker,
     Outcome,
     RunEnd,
     Verdict,
@@ -44,32 +45,17 @@ class Summary:
     skipped: int | None = None
 
 
-class CaseStream:
+class CaseStream(CaseTracker):
     """Base of the harness parsers: subclasses implement line()."""
 
-    __test__ = False
     exit_counts_failures = True  # the harness's main sets the exit status (not the user's)
 
     def __init__(self, order: tuple[str, ...] = ()) -> None:
+        super().__init__()
         self.order = order  # the run order the source declares (for a format without start lines)
-        self.cases: dict[str, CaseRecord] = {}
-        self.current: CaseRecord | None = None
-        self.last: CaseRecord | None = None
         self.summary: Summary | None = None
         self.dropped_cases = 0
         self.conflicts: dict[str, str] = {}  # case -> why its output cannot be attributed
-
-    # -- feeding -------------------------------------------------------------
-    def feed_line(self, raw: str) -> None:
-        line = raw.rstrip()
-        before = self.current
-        self.line(line)
-        owner = self.current or before
-        if owner is not None:
-            owner.log.append(line)
-
-    def line(self, line: str) -> None:
-        raise NotImplementedError
 
     # -- what subclasses call ------------------------------------------------
     def start(self, name: str) -> CaseRecord | None:
@@ -132,13 +118,6 @@ class CaseStream:
             self.current.add_failure("no verdict: the closing summary began while this case was running")
             self._finish(Outcome.FAILED)
         self.summary = summary
-
-    def _finish(self, outcome: Outcome) -> None:
-        record = self.current
-        if record is not None:
-            record.finish(outcome)
-            self.last = record
-        self.current = None
 
     # -- verdicts ------------------------------------------------------------
     def running(self, expected: list[str]) -> str | None:
