@@ -16,11 +16,11 @@ import argparse
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from _revision import installed_layout
 from _timing import timed
 
 REPO = Path(__file__).resolve().parent.parent
@@ -77,8 +77,7 @@ def main() -> int:
     parser.add_argument("--old", default="ea45000", help="the revision whose cache to compare with")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="ondevice-cachebench-"))
-    old = tmp / "old-plugin"
-    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "-q", str(old), args.old], check=True)
+    old = installed_layout(args.old, tmp / "old-plugin")
     try:
         trees = {name: tmp / name for name in ("old", "new", "ccache", "make")}
         for tree in trees.values():
@@ -128,7 +127,6 @@ def main() -> int:
         print(f"warm: this cache / the old one = {ratio:.2f} (bar: <= 1.10)")
         print(f"cold: this cache / the old one = {cold['new'] / cold['old']:.2f}")
     finally:
-        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(old)], check=False)
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
 

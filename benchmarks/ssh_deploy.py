@@ -1,6 +1,6 @@
 """Deploy-and-run of 30 aarch64 test binaries on a loopback "Pi", three ways, in one run.
 
-    python benchmarks/ssh_deploy.py [--binaries 30] [--repeats 3] [--against OTHER_VENV/bin/python]
+    python benchmarks/ssh_deploy.py [--binaries 30] [--repeats 3] [--against REVISION]
 
 (a) what users do today: `scp` then `ssh` per binary (OpenSSH processes);
 (b) an ideal hand-written paramiko script: one connection (TCP_NODELAY), push all, exec each;
@@ -28,6 +28,7 @@ import textwrap
 import time
 from pathlib import Path
 
+from _revision import installed_layout
 from _timing import timed
 
 REPO = Path(__file__).resolve().parent.parent
@@ -114,8 +115,8 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument(
         "--against",
-        metavar="PYTHON",
-        help="also time (c) with this interpreter (another checkout's venv, e.g. before a change), interleaved",
+        metavar="REVISION",
+        help="also time (c) with the plugin at this git revision (e.g. before a change), interleaved",
     )
     args = parser.parse_args()
     if os.geteuid() != 0 or not enable_binfmt():
@@ -142,9 +143,11 @@ def main() -> int:
         (root / "noverify").mkdir()
         (root / "noverify" / "ondevice_noverify.py").write_text(NO_VERIFY)
         serial_cmd = [a if a != "--board=rpi" else "--board=rpi-serial" for a in pytest_cmd]
-        against_cmd = [args.against, *pytest_cmd[1:]] if args.against else None
-        for cmd in (pytest_cmd, serial_cmd, *([against_cmd] if against_cmd else [])):  # the build cache is warm
+        against_path = str(installed_layout(args.against, root / "against")) if args.against else ""
+        for cmd in (pytest_cmd, serial_cmd):  # the build cache is warm
             timed_here([*cmd, "--build-only"], project)
+        if against_path:
+            timed_here([*pytest_cmd, "--build-only"], project, against_path)
         bins = sorted(str(p) for p in (project / "_build" / "rpi" / "bin").rglob("*_test*") if p.is_file())
         assert len(bins) == args.binaries, bins
         ssh = ["ssh", "-F", str(sshd.ssh_config), sshd.alias]
@@ -170,7 +173,7 @@ def main() -> int:
 
         def against_fresh_device() -> float:
             shutil.rmtree(device_cache, ignore_errors=True)
-            return timed_here(against_cmd, project)
+            return timed_here(pytest_cmd, project, against_path)
 
         def ours_one_at_a_time() -> float:
             shutil.rmtree(device_cache, ignore_errors=True)
@@ -195,7 +198,7 @@ def main() -> int:
             figures["a"].append(scp_ssh())
             figures["b"].append(ideal())
             figures["c"].append(ours_fresh_device())
-            if against_cmd:
+            if against_path:
                 figures["x"].append(against_fresh_device())
             figures["c1"].append(ours_one_at_a_time())
             figures["warm"].append(ours_warm())
@@ -217,7 +220,7 @@ def main() -> int:
         print(f"  (c1) / (b)  = {med['c1'] / med['b']:.2f}   (one binary at a time, like (b))")
         print(f"  (a) / (c)   = {med['a'] / med['c']:.1f}    (target >= 12)")
         print(f"  warm / cold = {med['warm'] / med['cold']:.2f}   (target <= 0.25)")
-        if against_cmd:
+        if against_path:
             print(f"  (c) with {args.against}: {med['x']:.2f} s; (c) / that = {med['c'] / med['x']:.2f}")
         cost = med["warm"] - med["warm0"]
         print(

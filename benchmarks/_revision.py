@@ -1,0 +1,29 @@
+"""Another revision of the plugin, laid out as pip installs it, to time side by side.
+
+A git worktree on PYTHONPATH is not enough: the repository maps `transports/` to
+`pytest_ondevice.transports` (pyproject's package-dir), so the old `pytest_ondevice`
+would import this checkout's transports through the editable install."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+import tarfile
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def installed_layout(revision: str, dest: Path) -> Path:
+    """A directory to put first on PYTHONPATH: the plugin as it was at `revision`."""
+    src, site = dest / "src", dest / "site"
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", revision], capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(src, filter="data")
+    config = tomllib.loads((src / "pyproject.toml").read_text())
+    mapping = config.get("tool", {}).get("setuptools", {}).get("package-dir") or {"pytest_ondevice": "pytest_ondevice"}
+    for package, directory in sorted(mapping.items()):  # a package before its subpackages
+        shutil.copytree(src / directory, site / package.replace(".", "/"), dirs_exist_ok=True)
+    return site
