@@ -782,3 +782,54 @@ def test_a_scratch_root_that_cannot_hold_the_cache_is_an_error_naming_the_fix(pi
     readonly = pi.run(f"--device={pi.sshd.alias}", board=variant(pi, "rpi-ro", 'scratch_root = "/proc"'))
     readonly.assert_outcomes(errors=3)
     readonly.stdout.fnmatch_lines(["*cannot set up the binary cache under /proc on the device*set scratch_root*"])
+
+
+# -- pushes ----------------------------------------------------------------------------------------
+
+
+def _sftp_to(sshd: Sshd):
+    from pytest_ondevice.transports.sftp_push import OnePacketSftp
+
+    client = paramiko.SSHClient()
+    client.load_host_keys(str(sshd.known_hosts))
+    client.connect(
+        "127.0.0.1", sshd.port, sshd.user, key_filename=str(sshd.client_key), allow_agent=False, look_for_keys=False
+    )
+    return client, OnePacketSftp.from_transport(client.get_transport())
+
+
+def test_a_push_sends_each_write_in_one_packet_and_lands_whole(sshd, tmp_path):
+    """paramiko's put() splits every 32 KiB write over two SSH packets; ours fits one, and the
+    bytes on the device are the bytes pushed, whatever the size."""
+    client, sftp = _sftp_to(sshd)
+    chan = sftp.get_channel()
+    sent: list[int] = []
+    real_send = chan.send
+    chan.send = lambda data: sent.append(n := real_send(data)) or n
+    target = Path(os.path.expanduser(f"~{sshd.user}"))
+    try:
+        for size in (0, 1, 32640, 32641, 1_000_003):
+            local = tmp_path / f"blob-{size}"
+            local.write_bytes(os.urandom(size))
+            sent.clear()
+            attr = sftp.put(str(local), f"blob-{size}")
+            assert attr.st_size == size
+            assert (target / f"blob-{size}").read_bytes() == local.read_bytes()
+            # open, the writes (each at most a packet: at least 32000 bytes each), close, stat
+            assert len(sent) <= -(-size // 32000) + 3, sent
+    finally:
+        client.close()
+
+
+def test_a_push_the_device_cut_short_is_an_error(sshd, tmp_path, monkeypatch):
+    """The size the device reports confirms the push, as paramiko's put() does."""
+    client, sftp = _sftp_to(sshd)
+    local = tmp_path / "blob"
+    local.write_bytes(b"x" * 100_000)
+    real_stat = sftp.stat
+    monkeypatch.setattr(sftp, "stat", lambda path: setattr(a := real_stat(path), "st_size", 99_999) or a)
+    try:
+        with pytest.raises(OSError, match="size mismatch"):
+            sftp.put(str(local), "blob")
+    finally:
+        client.close()

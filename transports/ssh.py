@@ -177,7 +177,9 @@ class SshTransport(LinuxDevice):
         with self._lock:
             sftp = self._sftps.get(role)
             if sftp is None:
-                sftp = self._sftps[role] = self.conn.client.open_sftp()
+                from .sftp_push import OnePacketSftp
+
+                sftp = self._sftps[role] = OnePacketSftp.from_transport(self.conn.client.get_transport())
                 sftp.get_channel().settimeout(float(self.options.get("sftp_timeout", SFTP_TIMEOUT)))
             return sftp
 

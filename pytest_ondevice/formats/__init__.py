@@ -72,15 +72,21 @@ class FormatError(Exception):
 
 
 @functools.cache
-def known() -> dict[str, type[Format]]:
-    """Ours, then the entry points' (which may not shadow ours)."""
+def ours() -> dict[str, type[Format]]:
     from .cpputest import CppUTest
     from .gtest import GoogleTest
     from .libtest import Libtest
     from .tflm import Tflm
     from .unity import Unity
 
-    formats: dict[str, type[Format]] = {f.name: f for f in (GoogleTest, CppUTest, Unity, Tflm, Libtest)}
+    return {f.name: f for f in (GoogleTest, CppUTest, Unity, Tflm, Libtest)}
+
+
+@functools.cache
+def known() -> dict[str, type[Format]]:
+    """Ours, then the entry points' (which may not shadow ours). The entry points cost a
+    scan of every installed distribution: asked only when ours do not answer."""
+    formats = dict(ours())
     for ep in entry_points(group=GROUP):
         if ep.name in formats:
             continue
@@ -93,6 +99,8 @@ def known() -> dict[str, type[Format]]:
 
 
 def named(name: str, where: str = "") -> Format:
+    if name in ours():
+        return ours()[name]()
     formats = known()
     if name not in formats:
         raise FormatError(
@@ -107,9 +115,10 @@ def for_source(text: str, declared: str | None = None, where: str = "") -> Forma
         return named(declared, where)
     named_ = _INCLUDE.findall(text)
     included = {Path(h).name for h in named_} | set(named_)
-    for cls in known().values():
-        if any(h in included for h in cls.headers):
-            return cls()
+    for table in (ours, known):  # known() lists ours first: they keep precedence
+        for cls in table().values():
+            if any(h in included for h in cls.headers):
+                return cls()
     return named("tflm")
 
 
