@@ -16,7 +16,7 @@ from pathlib import Path
 # imported here, not first inside an in-process pytester run: pytester drops the modules a
 # run imported, and cryptography's native module cannot be imported a second time
 import fabric  # noqa: F401
-import paramiko  # noqa: F401
+import paramiko
 import pytest
 from conftest import build_report
 from support.sshd import BinfmtLease, Sshd, new_account, remove_account
