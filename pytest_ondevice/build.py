@@ -46,6 +46,10 @@ class BuildError(Exception):
     """A compile or link failed; the message carries the compiler's diagnostics."""
 
 
+class LinkError(BuildError):
+    """Every object compiled, and the link failed."""
+
+
 def _install_hint(board: Board, needs: Needs) -> str:
     """Where a test harness's library comes from, for this board."""
     if board.kind == "baremetal":
@@ -454,7 +458,12 @@ class Builder:
             kept = [d for d in deps if inputs.under(d, user) or not inputs.under(d, own)]
             return kept, inputs.library_candidates(tail, self.source_root) | shadows
 
-        entry, reused = self._cached(key, name, link_into, keep)
+        try:
+            entry, reused = self._cached(key, name, link_into, keep)
+        except LinkError:
+            raise
+        except BuildError as e:
+            raise LinkError(str(e)) from None
         self.stats.count("link_reused" if reused else "linked")
         return Artifact(entry.path, entry.sha256)
 

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from . import dirconfig, formats, toolchain, transports
 from .board import Board, BoardRegistry
-from .build import Artifact, Builder, BuildError
+from .build import Artifact, Builder, BuildError, LinkError
 from .devlog import DeviceLog
 from .fleet import Device, Fleet
 from .formats import NO_NEEDS, Needs
@@ -267,6 +267,13 @@ class OnDeviceSession:
             # an unusable cache or build dir, a broken ondevice.toml: not the code's fault, so
             # the items are errors naming the file (never failures, never a false pass)
             return BinaryResult(infra_error=str(e))
+        except LinkError as e:  # a file whose every case an #ifdef removed has nothing to link (no main)
+            removed = self._compiled_out(spec, dict(spec.lines))
+            if spec.cases and removed is not None and set(removed) >= set(spec.cases):
+                return BinaryResult(
+                    BinaryVerdicts(self._skips(spec, removed, " (every case of the file: nothing to run)"), {}, [])
+                )
+            return BinaryResult(build_error=str(e))
         except (BuildError, SizeError, toolchain.ToolchainError) as e:
             return BinaryResult(build_error=str(e))
         if data and spec.board.kind == "baremetal":  # a configuration error: never a test failure
@@ -394,15 +401,24 @@ class OnDeviceSession:
             for name, line in spec.lines
             if verdicts.cases.get(name) is not None and verdicts.cases[name].message.startswith(NEVER_STARTED)
         }
-        if not never:
-            return
-        cfg = self.dir_config(spec.source)
+        removed = self._compiled_out(spec, never) if never else None
+        if removed:  # None: cannot tell, the case stays "not run"
+            verdicts.cases.update(self._skips(spec, removed))
+
+    def _compiled_out(self, spec: BinarySpec, cases: dict[str, int]) -> dict[str, str] | None:
+        """Which of these cases the preprocessor removes for the board, with the directive."""
         try:
-            removed = self.builder.compiled_out(spec.board, toolchain.resolve(spec.board), cfg, spec.source, never)
-        except (BuildError, toolchain.ToolchainError, CacheError):
-            return  # cannot tell: the case stays "not run"
-        for name, condition in removed.items():
-            verdicts.cases[name] = Verdict(Outcome.SKIPPED, f"compiled out on {spec.board.name}: `{condition}`")
+            cfg = self.dir_config(spec.source)
+            return self.builder.compiled_out(spec.board, toolchain.resolve(spec.board), cfg, spec.source, cases)
+        except (BuildError, toolchain.ToolchainError, CacheError, ConfigError):
+            return None
+
+    @staticmethod
+    def _skips(spec: BinarySpec, removed: dict[str, str], note: str = "") -> dict[str, Verdict]:
+        return {
+            name: Verdict(Outcome.SKIPPED, f"compiled out on {spec.board.name}: `{condition}`{note}")
+            for name, condition in removed.items()
+        }
 
     def _count_deploy(self, pushed: bool | None) -> None:
         with self._lock:
