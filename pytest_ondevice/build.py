@@ -460,9 +460,7 @@ class Builder:
 
         try:
             entry, reused = self._cached(key, name, link_into, keep)
-        except LinkError:
-            raise
-        except BuildError as e:
+        except BuildError as e:  # from the linker: every object compiled
             raise LinkError(str(e)) from None
         self.stats.count("link_reused" if reused else "linked")
         return Artifact(entry.path, entry.sha256)

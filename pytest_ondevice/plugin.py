@@ -261,10 +261,9 @@ def _transport_ini() -> list[tuple[str, str]]:
     Read from our own distribution's entry points (group pytest_ondevice.ini): pytest
     must know ini names before it reads the file, and loading every transport (or scanning
     every installed distribution) would charge each pytest run in the repo ~40 ms (~5 ms)."""
-    from importlib.metadata import PackageNotFoundError, distribution
+    from . import own_metadata
 
-    try:
-        eps = distribution("pytest-ondevice").entry_points
-    except PackageNotFoundError:  # pragma: no cover - running from a source tree without install
-        return []
-    return [(ep.name, ep.value.rsplit(":", 1)[0].rsplit(".", 1)[-1]) for ep in eps if ep.group == "pytest_ondevice.ini"]
+    return [
+        (ep.name, ep.value.rsplit(":", 1)[0].rsplit(".", 1)[-1])
+        for ep in own_metadata.entry_points("pytest_ondevice.ini")
+    ]

@@ -101,6 +101,7 @@ class Start:
 
 
 NO_VERDICT = "no verdict: output ended while this case was running"
+NOT_CLOSED = "not run: no verdict (output ended without the closing summary)"
 NEVER_STARTED = "not run: the device never started this case (is it compiled out, or registered under another name?)"
 
 
@@ -131,6 +132,7 @@ class CaseTracker:
         self.cases: dict[str, CaseRecord] = {}
         self.current: CaseRecord | None = None  # the running case: its outcome is None until it ends
         self.last: CaseRecord | None = None  # the case that ended most recently
+        self.dropped_cases = 0  # cases beyond MAX_CASES, counted, not kept
 
     def feed_line(self, raw: str) -> None:
         line = raw.rstrip()
@@ -150,6 +152,47 @@ class CaseTracker:
             self.last = record
         self.current = None
 
+    # -- verdicts ------------------------------------------------------------
+    @staticmethod
+    def _fail_the_rest(verdicts: dict[str, Verdict], why: str) -> None:
+        """A binary-level problem: no case that had not failed may pass."""
+        for name, v in verdicts.items():
+            if v.outcome is not Outcome.FAILED:
+                verdicts[name] = Verdict(Outcome.FAILED, why, None, v.log)
+
+    @staticmethod
+    def _fail_unattributable(verdicts: dict[str, Verdict], reasons: dict[str, str]) -> None:
+        for name, reason in reasons.items():
+            v = verdicts[name]
+            verdicts[name] = Verdict(Outcome.FAILED, "\n".join(x for x in (reason, v.message) if x), v.location, v.log)
+
+    def _settle(
+        self,
+        expected: list[str],
+        verdicts: dict[str, Verdict],
+        end: RunEnd,
+        closed: bool,
+        problems: list[str],
+        benches: dict[str, list[BenchRecord]],
+    ) -> BinaryVerdicts:
+        """Every case the source declares gets a verdict: its own, else why it has none."""
+        if self.dropped_cases:
+            problems.append(f"{self.dropped_cases} more cases were printed than the parser keeps")
+        abnormal = end.abnormal()
+        cases: dict[str, Verdict] = {}
+        for name in expected:
+            if name in verdicts:
+                cases[name] = verdicts[name]
+            elif abnormal:
+                cases[name] = Verdict(Outcome.FAILED, f"not run: {abnormal} before this case")
+            elif not closed:
+                cases[name] = Verdict(Outcome.FAILED, NOT_CLOSED + _exit_note(end))
+            else:
+                cases[name] = Verdict(Outcome.FAILED, NEVER_STARTED)
+        wanted = set(expected)
+        unknown = {n: v for n, v in verdicts.items() if n not in wanted}
+        return BinaryVerdicts(cases, unknown, problems, benches)
+
 
 class TestOutputParser(CaseTracker):
     """A line-at-a-time state machine over TFLM v1/v2 output plus our extension lines."""
@@ -164,7 +207,6 @@ class TestOutputParser(CaseTracker):
         self.in_summary = False  # nonce mode: after the stamped summary marker
         self.starts: list[Start] = []
         self.benches: dict[str, list[BenchRecord]] = {}
-        self.dropped_cases = 0
         self._in_failure_block = False
 
     # -- feeding -----------------------------------------------------------
@@ -370,31 +412,9 @@ class TestOutputParser(CaseTracker):
         disagreement = self._disagreement(end, verdicts)
         if disagreement:
             problems.append(disagreement)
-            for name, v in verdicts.items():
-                if v.outcome is not Outcome.FAILED:
-                    verdicts[name] = Verdict(Outcome.FAILED, disagreement, None, v.log)
-        for name, reason in self._unattributable(expected).items():
-            v = verdicts[name]
-            verdicts[name] = Verdict(Outcome.FAILED, "\n".join(x for x in (reason, v.message) if x), v.location, v.log)
-        if self.dropped_cases:
-            problems.append(f"{self.dropped_cases} more cases were printed than the parser keeps")
-
-        wanted = set(expected)
-        cases: dict[str, Verdict] = {}
-        for name in expected:
-            if name in verdicts:
-                cases[name] = verdicts[name]
-            elif abnormal:
-                cases[name] = Verdict(Outcome.FAILED, f"not run: {abnormal} before this case")
-            elif not self.closed:
-                cases[name] = Verdict(
-                    Outcome.FAILED,
-                    "not run: no verdict (output ended without the closing summary)" + _exit_note(end),
-                )
-            else:
-                cases[name] = Verdict(Outcome.FAILED, NEVER_STARTED)
-        unknown = {n: v for n, v in verdicts.items() if n not in wanted}
-        return BinaryVerdicts(cases, unknown, problems, self.benches)
+            self._fail_the_rest(verdicts, disagreement)
+        self._fail_unattributable(verdicts, self._unattributable(expected))
+        return self._settle(expected, verdicts, end, self.closed, problems, self.benches)
 
     def _unattributable(self, expected: list[str]) -> dict[str, str]:
         """Cases whose output cannot be told from another's, with why.

@@ -20,9 +20,11 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, distribution, entry_points
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
+
+from pytest_ondevice import own_metadata
 
 from .contract import (
     CacheEntryLost,
@@ -215,15 +217,11 @@ def _entry_points() -> dict[str, Any]:
 
 
 def _our_entry_points() -> dict[str, Any]:
-    """The transports this package registers, read from its own metadata alone (~1 ms):
-    a run on one of them never pays for the scan of every distribution."""
+    """The transports this package registers: a run on one of them never pays for the
+    scan of every distribution."""
     global _ours
     if _ours is None:
-        try:
-            eps = distribution("pytest-ondevice").entry_points
-        except PackageNotFoundError:  # pragma: no cover - a source tree without install
-            eps = []
-        _ours = {ep.name: ep for ep in eps if ep.group == GROUP}
+        _ours = {ep.name: ep for ep in own_metadata.entry_points(GROUP)}
     return _ours
 
 

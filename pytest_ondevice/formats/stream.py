@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 from ..protocol import (
     MAX_CASES,
-    NEVER_STARTED,
     BinaryVerdicts,
     CaseRecord,
     CaseTracker,
@@ -27,8 +26,6 @@ from ..protocol import (
     Verdict,
     case_verdict,
 )
-
-NOT_CLOSED = "not run: no verdict (output ended without the closing summary)"
 
 
 def _second_verdict(name: str, outcome: Outcome) -> str:
@@ -54,7 +51,6 @@ class CaseStream(CaseTracker):
         super().__init__()
         self.order = order  # the run order the source declares (for a format without start lines)
         self.summary: Summary | None = None
-        self.dropped_cases = 0
         self.conflicts: dict[str, str] = {}  # case -> why its output cannot be attributed
 
     # -- what subclasses call ------------------------------------------------
@@ -136,32 +132,13 @@ class CaseStream(CaseTracker):
             note, log = self.running_note()
             what = abnormal or "no verdict: output ended"
             verdicts[running] = Verdict(Outcome.FAILED, f"{what} while this case was running{note}", None, log)
-        for name, reason in self.conflicts.items():
-            v = verdicts[name]
-            verdicts[name] = Verdict(Outcome.FAILED, "\n".join(x for x in (reason, v.message) if x), v.location, v.log)
+        self._fail_unattributable(verdicts, self.conflicts)
         problems = []
         problem = self._disagreement(end, verdicts, running)
         if problem:
             problems.append(problem)
-            for name, v in verdicts.items():
-                if v.outcome is not Outcome.FAILED:
-                    verdicts[name] = Verdict(Outcome.FAILED, problem, None, v.log)
-        if self.dropped_cases:
-            problems.append(f"{self.dropped_cases} more cases were printed than the parser keeps")
-        cases: dict[str, Verdict] = {}
-        for name in expected:
-            if name in verdicts:
-                cases[name] = verdicts[name]
-            elif abnormal:
-                cases[name] = Verdict(Outcome.FAILED, f"not run: {abnormal} before this case")
-            elif self.summary is None:
-                note = f"; the binary exited with code {end.exit_code}" if end.exit_code not in (None, 0) else ""
-                cases[name] = Verdict(Outcome.FAILED, f"{NOT_CLOSED}{note}")
-            else:
-                cases[name] = Verdict(Outcome.FAILED, NEVER_STARTED)
-        wanted = set(expected)
-        unknown = {n: v for n, v in verdicts.items() if n not in wanted}
-        return BinaryVerdicts(cases, unknown, problems, {})
+            self._fail_the_rest(verdicts, problem)
+        return self._settle(expected, verdicts, end, self.summary is not None, problems, {})
 
     def _disagreement(self, end: RunEnd, verdicts: dict[str, Verdict], running: str | None) -> str | None:
         """How the process ended, the closing summary and the verdicts must tell one story."""
