@@ -136,3 +136,25 @@ def test_a_case_never_started_but_compiled_in_still_fails(project):
     )
     result = project.run("-v")
     assert "compiled out" not in result.stdout.str()
+
+
+def test_a_link_error_is_a_failure_unless_every_case_was_compiled_out(project):
+    """A file the preprocessor emptied for the board has nothing to link and is skipped
+    (tflm_mini's decompress_test.cc); a link that fails with a case still in is a failure."""
+    project.write(
+        "half_test.c",
+        """
+        #include "micro_test.h"
+        void not_linked_anywhere(void);
+        TF_LITE_MICRO_TESTS_BEGIN
+        #ifdef NOT_ON_THIS_BOARD
+        TF_LITE_MICRO_TEST(Gone) { TF_LITE_MICRO_EXPECT_EQ(1, 1); }
+        #endif
+        TF_LITE_MICRO_TEST(Kept) { not_linked_anywhere(); }
+        TF_LITE_MICRO_TESTS_END
+        """,
+    )
+    result = project.run("-rf")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*link failed*", "*undefined reference to*not_linked_anywhere*"])
+    assert "compiled out" not in result.stdout.str()
