@@ -433,10 +433,12 @@ class OnDeviceSession:
 
         A board of several devices connects to each when it first leases it: an xdist
         worker may never use most of them, and a handshake costs CPU the others need."""
-        for board in boards:
-            device = self._known_device(board.name)
-            if device is not None:
-                self._opening(device)
+        known = [(board, device) for board in boards if (device := self._known_device(board.name)) is not None]
+        for board, device in known:  # here, not in the background: see Transport.import_libraries
+            with contextlib.suppress(Exception):  # what is wrong with the table, open() reports
+                transports.import_libraries(self.table_for(board, device)[0])
+        for _, device in known:
+            self._opening(device)
 
     def _known_device(self, board: str) -> Device | None:
         """A board's only device, when it is known before a lease (a labgrid place's

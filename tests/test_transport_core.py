@@ -15,16 +15,28 @@ from pytest_ondevice.transports.runloop import ExitLine, drive
 # probe's target prints to a UART) and a "tailer" console that only reads that log: neither
 # can run a test alone, a board file combines them.
 THIRD_PARTY = """
-import subprocess, threading, time
+import os, subprocess, threading, time
 from pytest_ondevice.transports import Deployed, InfrastructureError, Option, RunEnd, Transport
 from pytest_ondevice.transports.runloop import ExitLine
 
 LOG = {"log": Option(str, help="where the target's output goes")}
 
 
+def note(event):  # what happened on which thread, for the test to read
+    with open(os.environ["THIRDPARTY_EVENTS"], "a") as f:
+        f.write(f"{event} {threading.current_thread() is threading.main_thread()}\\n")
+
+
 class Flasher(Transport):
     name = "flasher"
     options = LOG
+
+    @classmethod
+    def import_libraries(cls):
+        note("import")
+
+    def open(self):
+        note("open")
 
     def deploy(self, artifact, sha256, data=()):
         return Deployed(str(artifact), sha256, pushed=True)
@@ -100,7 +112,9 @@ def third_party(project, monkeypatch):
     return project
 
 
-def test_a_board_file_combines_one_transports_loader_with_anothers_console(third_party):
+def test_a_board_file_combines_one_transports_loader_with_anothers_console(third_party, monkeypatch):
+    events = third_party.path / "events"
+    monkeypatch.setenv("THIRDPARTY_EVENTS", str(events))
     log = third_party.path / "uart.log"
     third_party.write(
         "boards/combo.toml",
@@ -110,6 +124,9 @@ def test_a_board_file_combines_one_transports_loader_with_anothers_console(third
     result = third_party.run("-v", board="combo")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*3 == 4 failed at cases_test.c:5*"])
+    # the transport's libraries are imported on the main thread before it opens in the
+    # background: an import there would share the interpreter with collection
+    assert events.read_text().splitlines() == ["import True", "open False"]
 
 
 def test_a_third_party_transport_is_listed_and_its_options_checked(third_party):

@@ -105,6 +105,15 @@ class Transport(ABC):
         """What timing figures count under this transport; None: the board's own clock."""
         return None
 
+    @classmethod  # noqa: B027 - optional hook
+    def import_libraries(cls) -> None:
+        """Import what open() needs (paramiko, adbutils, pyOCD), on the calling thread.
+
+        Called on the main thread just before open() starts in the background: an import
+        is CPU work, and done in the background it would share the interpreter with
+        collection, while the handshake after it, mostly waiting on the network, would
+        then wait alone. A missing library is open()'s to report."""
+
     def open(self) -> None:  # noqa: B027 - optional hook
         """Connect; raise InfrastructureError when the device cannot be reached."""
 
@@ -262,6 +271,12 @@ def accepted(table: dict[str, Any]) -> dict[str, Option]:
     for cls in {*parts(table), load(table["name"])}:
         out.update(cls.options)
     return out
+
+
+def import_libraries(table: dict[str, Any]) -> None:
+    """What a board table's transports need to open, imported now (Transport.import_libraries)."""
+    for cls in dict.fromkeys(parts(table)):
+        cls.import_libraries()
 
 
 def create(

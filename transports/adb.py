@@ -76,6 +76,11 @@ class AdbTransport(LinuxDevice):
             return "missing: pip install 'pytest-ondevice[adb]'"
         return "ready (adbutils)"
 
+    @classmethod
+    def import_libraries(cls) -> None:
+        with contextlib.suppress(InfrastructureError):
+            _adbutils()
+
     def __init__(self, board: Any, device: str | None, options: dict[str, Any]) -> None:
         super().__init__(board, device, options)
         self.serial = device[len("adb:") :] if device else self.options.get("serial")

@@ -56,6 +56,12 @@ class SwdTransport(Transport):
     def clock(cls, options: dict[str, Any]) -> Clock | None:
         return Clock("cycles")
 
+    @classmethod
+    def import_libraries(cls) -> None:
+        with contextlib.suppress(ImportError):
+            from pyocd.core.helpers import ConnectHelper  # noqa: F401
+            from pyocd.core.session import Session  # noqa: F401
+
     def __init__(self, board: Any, device: str | None, options: dict[str, Any]) -> None:
         super().__init__(board, device, options)
         self.probe_id = device.removeprefix("probe:") if device else self.options.get("probe")
