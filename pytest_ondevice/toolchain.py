@@ -14,6 +14,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,9 +42,14 @@ class ResolvedToolchain:
 NDK_ENV = ("ANDROID_NDK_HOME", "ANDROID_NDK_ROOT")
 
 
+_RESOLVING = threading.Lock()
+
+
 def resolve(board: Board) -> ResolvedToolchain:
+    """Asked by every build thread at once: one of them probes the compiler, the rest reuse it."""
     env = (*(os.environ.get(k) for k in ("CC", "CXX", "AR", "PATH", *NDK_ENV)), zig_installed())
-    return _resolve(board.name, board.toolchain, env)
+    with _RESOLVING:
+        return _resolve(board.name, board.toolchain, env)
 
 
 @functools.cache
@@ -127,6 +133,12 @@ def _available(argv: tuple[str, ...]) -> bool:
 
 def zig_installed() -> bool:
     """The `ziglang` wheel: a cross compiler for every target, from PyPI."""
+    return _ziglang_found()
+
+
+@functools.cache
+def _ziglang_found() -> bool:
+    """Looked up once: a search of sys.path for every binary built adds up."""
     return importlib.util.find_spec("ziglang") is not None
 
 
