@@ -537,3 +537,36 @@ def test_a_stop_during_a_cold_build_ends_the_compilers_at_once(project, monkeypa
     while "sleep 3607" in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout:
         assert time.monotonic() < deadline, "a compiler outlived the session"
         time.sleep(0.05)
+
+
+def _store_entry(cache: store.Store, key: str, size: int, age: float) -> None:
+    staged = cache.staging()
+    (staged / "a.elf").write_bytes(os.urandom(size))
+    entry = cache.commit(staged, "a.elf", key)
+    then = time.time() - age
+    os.utime(entry.path.parent, (then, then))  # when it was last used
+
+
+def test_a_session_that_stores_trims_the_cache_least_recently_used_first(tmp_path):
+    old = store.Store(tmp_path)
+    for i, age in enumerate((300, 100, 200)):  # k0 oldest, then k2, then k1
+        _store_entry(old, f"k{i}" * 32, 1000, age)
+    old.close()
+    now = store.Store(tmp_path)
+    assert now.get("k0" * 32) is not None  # used this session: never trimmed, however old
+    _store_entry(now, "k3" * 32, 1000, 0)
+    now.close(max_size=4000)  # ~4400 bytes stored (with each entry's meta.json): to 90 %, oldest unused first
+    left = store.Store(tmp_path)
+    assert [left.get(f"k{i}" * 32) is not None for i in range(4)] == [True, True, False, True]
+
+
+def test_a_session_that_only_reuses_leaves_the_cache_as_it_was(tmp_path):
+    """It cannot have grown the cache, so it does not read every entry at its end."""
+    first = store.Store(tmp_path)
+    for i in range(3):
+        _store_entry(first, f"k{i}" * 32, 1000, 10 * i)
+    first.close()
+    reuser = store.Store(tmp_path)
+    assert reuser.get("k0" * 32) is not None
+    reuser.close(max_size=1000)
+    assert store.Store(tmp_path).usage()[0] == 3
