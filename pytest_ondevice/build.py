@@ -164,6 +164,9 @@ class Builder:
         after the whole source name (a_test.c and a_test.cc never share one); runs use the
         cache entry itself."""
         link = self.root / board.name / "bin" / f"{rel}.elf"
+        with contextlib.suppress(OSError):
+            if os.readlink(link) == str(artifact.path):
+                return  # a rerun: already there
         tmp = link.with_name(f".{link.name}.{os.getpid()}.{threading.get_ident()}")
         try:
             link.parent.mkdir(parents=True, exist_ok=True)
