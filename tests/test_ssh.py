@@ -587,6 +587,27 @@ def test_exec_wrapper_missing_is_an_error_and_a_path_with_a_space_works(pi):
         shutil.rmtree(spaced.parent)
 
 
+def test_a_file_the_device_cannot_execute_is_an_error_naming_the_architecture(pi):
+    """An ELF for a machine the device's kernel does not run (here RISC-V, with no binfmt_misc
+    entry): execvp hands it to sh as a script, which exits 2 with a syntax error. That is the
+    device's problem (wrong board, or qemu-user not registered), never a failing test."""
+    foreign = Path(tempfile.mkdtemp(prefix="ondevice-foreign-")) / "riscv-program"
+    try:
+        foreign.parent.chmod(0o755)
+        elf = bytearray(Path("/bin/true").read_bytes())
+        elf[18:20] = (0xF3).to_bytes(2, "little")  # e_machine: RISC-V
+        foreign.write_bytes(bytes(elf))
+        foreign.chmod(0o755)
+        pi.write("cases_test.c", CASES)
+        result = pi.run(f"--device={pi.sshd.alias}", board=variant(pi, "rpi-foreign", f'exec_wrapper = "{foreign}"'))
+        result.assert_outcomes(errors=3)
+        result.stdout.fnmatch_lines(
+            ["*the device cannot execute riscv-program: the kernel refused the file (exec format error)*aarch64*"]
+        )
+    finally:
+        shutil.rmtree(foreign.parent)
+
+
 def test_a_binary_gone_from_the_device_cache_is_pushed_again_not_failed(pi):
     """The first binary deletes every other entry of the cache before the second one runs."""
     pi.write(

@@ -26,6 +26,8 @@ from .runloop import Stream, drive
 
 PATH = "/usr/local/bin:/usr/bin:/bin"
 DEFAULT_CACHE_ENTRIES = 64
+HEAD_BYTES = 512
+EXEC_FORMAT = re.compile(r"[Ss]yntax error|cannot execute binary file|[Ee]xec format error")
 
 
 class RunStream(Stream):
@@ -132,11 +134,19 @@ class LinuxDevice(Transport):
         stream = self._start_run(self._run_command(deployed, args, pidfile, token))
         with self._lock:
             self._running[token] = pidfile
+        head = bytearray()  # the start of the output: what a shell says about a file it cannot run
+
+        def watch(data: bytes) -> None:
+            if len(head) < HEAD_BYTES:
+                head.extend(data[: HEAD_BYTES - len(head)])
+            on_bytes(data)
+
         end: RunEnd | None = None
         try:
-            end = drive(stream, timeout, on_bytes, self.stop, kill=lambda: self._kill_run(pidfile, token))
+            end = drive(stream, timeout, watch, self.stop, kill=lambda: self._kill_run(pidfile, token))
             if end.timed_out is None:
                 self._check_preflight(stream.errors(), deployed)  # a child it left running ends with the session
+                self._check_exec_format(bytes(head), end, deployed)
         except BaseException:
             if end is None or end.timed_out is None:  # Ctrl-C, a lost link or our own error: leave nothing behind
                 with contextlib.suppress(Exception):
@@ -194,6 +204,23 @@ class LinuxDevice(Transport):
                 "install it there or fix exec_wrapper in the board's [transport]",
                 "scratch": f"{self.where}: the session dir {self.scratch} is gone on the device",
             }.get(what, f"{self.where}: cannot run {name}: {what}")
+        )
+
+    def _check_exec_format(self, head: bytes, end: RunEnd, deployed: Deployed) -> None:
+        """A file the kernel cannot execute (another architecture, or qemu-user without
+        binfmt_misc for it) is handed by execvp to sh as a script, which stops at once with
+        a syntax error naming the file: the device's problem, not a failing test."""
+        program = (wrapper_words(self.options.get("exec_wrapper")) or [deployed.path])[0]
+        line = head.split(b"\n", 1)[0].decode(errors="replace").strip()
+        if end.exit_code not in (2, 126) or not line.startswith(program + ":") or not EXEC_FORMAT.search(line):
+            return
+        name = program.rsplit("/", 1)[-1]
+        arch = getattr(self.board, "arch", "") or "its"
+        raise InfrastructureError(
+            f"{self.where}: the device cannot execute {name}: the kernel refused the file (exec format error) "
+            f"and sh read it as a script ({line!r}). Is the device's architecture (`uname -m` there) the board's "
+            f"({arch})? A device that runs {arch} binaries through qemu-user needs binfmt_misc registered for "
+            "them, or the emulator as the board's exec_wrapper"
         )
 
     def _kill_run(self, pidfile: str, token: str) -> None:
