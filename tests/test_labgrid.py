@@ -23,6 +23,8 @@ from conftest import QUIET
 from support.sshd import BinfmtLease, Sshd, free_port, new_account, remove_account
 from test_fleet import SLEEPER, junit_cases
 
+from pytest_ondevice import lease
+
 ROOT = Path(__file__).resolve().parents[1]
 LG_VENV = Path(os.environ.get("ONDEVICE_LABGRID_VENV", ROOT / ".venv-labgrid"))
 LG_BIN = LG_VENV / "bin"
@@ -221,6 +223,7 @@ def test_a_busy_place_is_waited_for_through_a_reservation_then_cancelled(farm):
         assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()
         time.sleep(0.3)
     assert ".ondevice-" in farm.lab.reservations()
+    time.sleep(lease.SAY_AFTER + 1.0)  # the run says who it waits for only after SAY_AFTER s of waiting
     farm.lab.client("-p", "pi-a", "release", user="other")
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 0, out
