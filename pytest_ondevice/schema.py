@@ -39,12 +39,28 @@ def seconds(value: Any) -> float:
 
 def load_toml(path: Path) -> dict[str, Any]:
     try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+        raw = Path(path).read_bytes()
     except OSError as e:
         raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:  # TOML is UTF-8: a Latin-1 comment is the usual cause
+        raise ConfigError(not_utf8(path, raw, e)) from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+
+
+def not_utf8(path: Path, raw: bytes, error: UnicodeDecodeError) -> str:
+    """Where the first byte that is not UTF-8 is, as an editor counts (line and column from 1)."""
+    line = raw.count(b"\n", 0, error.start) + 1
+    column = error.start - (raw.rfind(b"\n", 0, error.start) + 1) + 1
+    byte = raw[error.start]
+    return (
+        f"{path}:{line}: not UTF-8: byte 0x{byte:02x} at column {column} "
+        "(TOML files must be UTF-8: save it as UTF-8, or write that character as ASCII)"
+    )
 
 
 def check(data: dict[str, Any], spec: Spec, path: Path, prefix: str = "") -> None:
