@@ -24,6 +24,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pytest
+
 from .fleet import Device
 from .transports import InfrastructureError
 
@@ -36,6 +38,11 @@ SAY_AFTER = 1.0  # wait this long before saying who holds the devices
 
 class LeaseTimeout(InfrastructureError):
     """No device of a board came free within --lease-timeout."""
+
+
+class LeaseDirError(pytest.UsageError, InfrastructureError):
+    """The lease directory cannot be made or written: the fleet file's (or the cache's) fault,
+    found when the session starts, so a usage error naming it rather than an INTERNALERROR."""
 
 
 class Lease:
@@ -93,7 +100,7 @@ class Leases:
         try:
             root.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise InfrastructureError(
+            raise LeaseDirError(
                 f"cannot create the lease directory {root}: {e.strerror} (set lease_dir in the fleet file's [fleet])"
             ) from None
 
