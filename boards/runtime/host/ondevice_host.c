@@ -9,6 +9,12 @@
 
 static void write_all(const char *data, size_t len);
 
+/* stdout line-buffered from before main, whatever the test's framework: a pipe would make
+ * it fully buffered, and a binary that crashes would take the lines its harness had
+ * printed (the verdicts of the cases before the crash) with it. Priority 101: before the
+ * test's own constructors, which may print. */
+__attribute__((constructor(101))) static void ondevice_line_buffered(void) { setvbuf(stdout, NULL, _IOLBF, 0); }
+
 /* What the test printed through stdio (buffered when stdout is a pipe) goes first, so the
  * output is one stream in program order; a harness line starts on a line of its own even
  * when the test's last print had no newline. */
