@@ -2,7 +2,11 @@
 
 Several runs may append to one file at once (nightlies per board, a fleet's workers'
 controllers): WAL mode, a long busy timeout, and one BEGIN IMMEDIATE transaction per run,
-written at the end so a run that dies halfway leaves nothing half-recorded."""
+written at the end so a run that dies halfway leaves nothing half-recorded.
+
+Schema version 2 added what a case's reruns were (a pass after a rerun is no clean pass):
+a version-1 file is migrated by the first run that appends to it, and read as it is.
+A value a reader cannot decode (a damaged JSON column) is skipped and named, never fatal."""
 
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 BUSY_TIMEOUT = 60.0  # seconds another run may hold the write lock before we give up
 MESSAGE_MAX = 500  # characters of a failure's text kept per result
 OUTCOMES = ("passed", "failed", "error", "skipped")
@@ -48,7 +52,9 @@ CREATE TABLE IF NOT EXISTS results (
     outcome TEXT NOT NULL,
     duration REAL,
     message TEXT,
-    retried_after TEXT
+    retried_after TEXT,
+    reruns TEXT,
+    flaky TEXT
 );
 CREATE TABLE IF NOT EXISTS benches (
     run_id INTEGER NOT NULL REFERENCES runs(id),
@@ -69,6 +75,13 @@ CREATE TABLE IF NOT EXISTS benches (
 CREATE INDEX IF NOT EXISTS results_run ON results(run_id);
 CREATE INDEX IF NOT EXISTS benches_run ON benches(run_id);
 """
+# what each version added, to bring an older file up to SCHEMA_VERSION
+MIGRATIONS = {
+    2: (
+        "ALTER TABLE results ADD COLUMN reruns TEXT",  # JSON list of "device: cause", one per extra attempt
+        "ALTER TABLE results ADD COLUMN flaky TEXT",  # why the pass may be the binary's luck
+    ),
+}
 
 
 class HistoryError(Exception):
@@ -100,6 +113,13 @@ class Result:
     message: str | None = None
     retried_after: str | None = None  # "device: error; ..." of devices that failed before this one ran it
     run_id: int | None = None
+    reruns: list[str] = field(default_factory=list)  # "device: cause" per extra attempt of its binary
+    flaky: str | None = None  # the run's own word that this verdict came after an attempt the binary may have caused
+
+    @property
+    def clean(self) -> bool:
+        """A verdict from one attempt: no rerun, nothing said to be flaky."""
+        return not self.reruns and not self.flaky
 
 
 @dataclass
@@ -128,6 +148,7 @@ class History:
     results: list[Result]
     benches: list[Bench]
     total_runs: int  # in the file; runs holds the last N when load() was asked for fewer
+    damaged: list[str] = field(default_factory=list)  # values that could not be read, and what was done instead
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -159,12 +180,24 @@ def _prepare(db: sqlite3.Connection, path: Path) -> None:
         for statement in SCHEMA.split(";"):  # not executescript: it would commit
             if statement.strip():
                 db.execute(statement)
-        if db.execute("SELECT schema_version FROM meta").fetchone() is None:
+        row = db.execute("SELECT schema_version FROM meta").fetchone()
+        if row is None:
             db.execute("INSERT INTO meta (schema_version) VALUES (?)", (SCHEMA_VERSION,))
+        else:  # read again under the write lock: two runs must not both migrate
+            _migrate(db, row[0])
         db.execute("COMMIT")
     finally:
         if db.in_transaction:
             db.rollback()
+
+
+def _migrate(db: sqlite3.Connection, version: int) -> None:
+    """An older file brought up to SCHEMA_VERSION, inside the caller's transaction."""
+    for step in range(version + 1, SCHEMA_VERSION + 1):
+        for statement in MIGRATIONS.get(step, ()):
+            db.execute(statement)
+    if version < SCHEMA_VERSION:
+        db.execute("UPDATE meta SET schema_version = ?", (SCHEMA_VERSION,))
 
 
 def _wal(db: sqlite3.Connection) -> None:
@@ -190,7 +223,7 @@ def _check(db: sqlite3.Connection, path: Path) -> bool:
         found = ", ".join(sorted(tables))
         raise HistoryError(f"{path}: a SQLite database, but not a pytest-ondevice history (tables: {found})")
     row = db.execute("SELECT schema_version FROM meta").fetchone()
-    if row is not None and row[0] != SCHEMA_VERSION:
+    if row is not None and not (isinstance(row[0], int) and 1 <= row[0] <= SCHEMA_VERSION):
         raise HistoryError(
             f"{path}: history schema version {row[0]}, this pytest-ondevice reads version {SCHEMA_VERSION} "
             "(written by another version: use a new file, or that version)"
@@ -221,7 +254,7 @@ def append_run(db: sqlite3.Connection, run: Run, results: list[Result], benches:
         run_id = cur.lastrowid
         db.executemany(
             "INSERT INTO results (run_id, nodeid, case_name, board, device, binary_sha256, outcome, duration, "
-            "message, retried_after) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "message, retried_after, reruns, flaky) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (
                     run_id,
@@ -234,6 +267,8 @@ def append_run(db: sqlite3.Connection, run: Run, results: list[Result], benches:
                     r.duration,
                     r.message,
                     r.retried_after,
+                    json.dumps(r.reruns) if r.reruns else None,
+                    r.flaky,
                 )
                 for r in results
             ],
@@ -292,39 +327,59 @@ def _read(db: sqlite3.Connection, path: Path, last: int | None) -> History:
     total = db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
     chosen = "SELECT id FROM runs ORDER BY started DESC, id DESC LIMIT ?"
     limit = last if last is not None else -1
+    damaged: list[str] = []
     runs = []
     for row in _select(db, "runs", [f for f in _fields(Run) if f != "counts"] + list(OUTCOMES), chosen, limit):
         counts = {outcome: row.pop(outcome) for outcome in OUTCOMES}
         row["git_dirty"] = None if row["git_dirty"] is None else bool(row["git_dirty"])
-        row["args"] = json.loads(row["args"]) if row["args"] else []
+        where = f"{path}: runs row id={row['id']}, column args"
+        row["args"] = _json(row["args"], list, [], where, "read as no arguments", damaged)
         runs.append(Run(**row, counts=counts))
     runs.sort(key=lambda run: (run.started, run.id))
-    results = [
-        Result(**{**row, "duration": row["duration"] or 0.0})
-        for row in _select(db, "results", _fields(Result), chosen, limit)
-    ]
-    benches = [
-        Bench(
-            **{
-                **row,
-                "deterministic": bool(row["deterministic"]),
-                "record": json.loads(row["record"]) if row["record"] else None,
-            }
-        )
-        for row in _select(db, "benches", _fields(Bench), chosen, limit)
-    ]
-    return History(runs, results, benches, total)
+    results = []
+    for n, row in enumerate(_select(db, "results", _fields(Result), chosen, limit, rowid=True)):
+        where = f"{path}: results rowid={row.pop('rowid', n)} ({row['nodeid']}, run {row['run_id']}), column reruns"
+        row["reruns"] = _json(row["reruns"], list, [], where, "its reruns are not shown", damaged)
+        results.append(Result(**{**row, "duration": row["duration"] or 0.0}))
+    benches = []
+    for n, row in enumerate(_select(db, "benches", _fields(Bench), chosen, limit, rowid=True)):
+        where = f"{path}: benches rowid={row.pop('rowid', n)} ({row['name']}, run {row['run_id']}), column record"
+        row["record"] = _json(row["record"], dict, None, where, "its median, min and max are still used", damaged)
+        benches.append(Bench(**{**row, "deterministic": bool(row["deterministic"])}))
+    return History(runs, results, benches, total, damaged)
+
+
+def _json(text: str | None, kind: type, empty, where: str, instead: str, damaged: list[str]):
+    """A JSON column's value, or `empty` (noted in damaged) when it is not JSON of that kind."""
+    if not text:
+        return empty
+    try:
+        value = json.loads(text)
+    except (ValueError, TypeError) as e:
+        damaged.append(f"{where} is not JSON ({e}); {instead}")
+        return empty
+    if not isinstance(value, kind) or (kind is list and not all(isinstance(v, str) for v in value)):
+        what = "a list of strings" if kind is list else "a JSON object"
+        damaged.append(f"{where} is not {what} ({text[:60]!r}); {instead}")
+        return empty
+    return value
 
 
 def _fields(cls: type) -> list[str]:
     return [f.name for f in fields(cls)]
 
 
-def _select(db: sqlite3.Connection, table: str, columns: list[str], chosen: str, limit: int) -> list[dict]:
-    """The rows of the chosen runs, each a dict by column name (the dataclasses' field names)."""
+def _select(
+    db: sqlite3.Connection, table: str, columns: list[str], chosen: str, limit: int, rowid: bool = False
+) -> list[dict]:
+    """The rows of the chosen runs, each a dict by column name (the dataclasses' field names);
+    a column an older schema version lacks reads as NULL."""
+    have = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+    wanted = [c if c in have else f"NULL AS {c}" for c in columns] + (["rowid"] if rowid else [])
+    names = columns + (["rowid"] if rowid else [])
     run = "id" if table == "runs" else "run_id"
-    cursor = db.execute(f"SELECT {', '.join(columns)} FROM {table} WHERE {run} IN ({chosen})", (limit,))
-    return [dict(zip(columns, row, strict=True)) for row in cursor]
+    cursor = db.execute(f"SELECT {', '.join(wanted)} FROM {table} WHERE {run} IN ({chosen})", (limit,))
+    return [dict(zip(names, row, strict=True)) for row in cursor]
 
 
 def now() -> str:
@@ -365,6 +420,7 @@ class _Test:
         self.message: str | None = None
         self.duration = 0.0
         self.props: dict[str, str] = {}
+        self.reruns: list[str] = []  # "device: cause", one per extra attempt
         self.benches: list[dict] = []
 
     def outcome(self) -> str:
@@ -408,12 +464,17 @@ class HistoryRecorder:
         test.duration += getattr(report, "duration", 0.0) or 0.0
         if report.outcome != "passed" and test.message is None:
             test.message = _message(report)
+        reruns = []
         for name, value in getattr(report, "user_properties", ()):
             if name == "ondevice_bench":
                 if when == "call":
                     test.benches.append(json.loads(value))
+            elif name == "rerun":
+                reruns.append(str(value))
             else:
                 test.props[name] = str(value)
+        if len(reruns) > len(test.reruns):  # each phase's report carries the item's properties so far
+            test.reruns = reruns
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self._note(report, report.when)
@@ -452,6 +513,8 @@ class HistoryRecorder:
                     duration=test.duration,
                     message=message,
                     retried_after=test.props.get("retried_after"),
+                    reruns=test.reruns,
+                    flaky=test.props.get("flaky"),
                 )
             )
             for record in test.benches:

@@ -210,3 +210,70 @@ def test_the_revision_is_heads_with_a_dirty_flag_and_none_outside_a_checkout(tmp
     assert git_state(tmp_path) == (head, False)
     (tmp_path / "a.c").write_text("int b;\n")
     assert git_state(tmp_path) == (head, True)
+
+
+RERUN_CONFTEST = """
+    import pytest
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_setup(item):  # as the run side says it: after the item's own setup
+        if getattr(item, "case", None) == "AddsUp":
+            item.user_properties.append(("rerun", "host: connection lost (ssh: EOF)"))
+            item.user_properties.append(("rerun", "host: connection lost (ssh: EOF)"))
+            item.user_properties.append(("rerun", "pi-2: device unreachable"))
+            item.user_properties.append(("flaky", "the first attempt crashed before the connection dropped"))
+"""
+
+
+def test_reruns_of_a_binary_are_recorded_once_per_extra_attempt_with_device_and_cause(project):
+    project.write("mixed_test.c", MIXED)
+    project.write("conftest.py", RERUN_CONFTEST)
+    project.run("--history=h.db").assert_outcomes(passed=2, failed=1, skipped=1)
+    got = {r.case_name: r for r in load(project.path / "h.db").results}
+    adds_up = got["AddsUp"]
+    assert adds_up.outcome == "passed"
+    assert adds_up.reruns == [  # setup, call and teardown each carry them: still three, one per attempt
+        "host: connection lost (ssh: EOF)",
+        "host: connection lost (ssh: EOF)",
+        "pi-2: device unreachable",
+    ]
+    assert adds_up.flaky == "the first attempt crashed before the connection dropped"
+    assert not adds_up.clean
+    assert got["SumsFast"].reruns == [] and got["SumsFast"].flaky is None and got["SumsFast"].clean
+
+
+V1_SCHEMA = """
+CREATE TABLE meta (schema_version INTEGER NOT NULL);
+INSERT INTO meta VALUES (1);
+CREATE TABLE runs (id INTEGER PRIMARY KEY, started TEXT NOT NULL, finished TEXT NOT NULL, git_rev TEXT,
+    git_dirty INTEGER, host TEXT, args TEXT, exitstatus INTEGER, passed INTEGER NOT NULL DEFAULT 0,
+    failed INTEGER NOT NULL DEFAULT 0, error INTEGER NOT NULL DEFAULT 0, skipped INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE results (run_id INTEGER NOT NULL REFERENCES runs(id), nodeid TEXT NOT NULL, case_name TEXT NOT NULL,
+    board TEXT, device TEXT, binary_sha256 TEXT, outcome TEXT NOT NULL, duration REAL, message TEXT,
+    retried_after TEXT);
+CREATE TABLE benches (run_id INTEGER NOT NULL REFERENCES runs(id), nodeid TEXT NOT NULL, case_name TEXT NOT NULL,
+    board TEXT, device TEXT, binary_sha256 TEXT, name TEXT NOT NULL, unit TEXT, median REAL, min REAL, max REAL,
+    us REAL, deterministic INTEGER, record TEXT);
+INSERT INTO runs VALUES (1, '2026-11-01T02:00:00+00:00', '2026-11-01T02:10:00+00:00', NULL, NULL, 'h', '[]', 0,
+    1, 0, 0, 0);
+INSERT INTO results VALUES (1, 'a_test.c::A[host]', 'A', 'host', 'host', 'ab', 'passed', 0.1, NULL, NULL);
+"""
+
+
+def test_a_version_1_history_is_read_as_it_is_and_migrated_by_the_next_run_that_appends(project):
+    path = project.path / "old.db"
+    with sqlite3.connect(path) as db:
+        db.executescript(V1_SCHEMA)
+    (old,) = load(path).results  # read-only: nothing written
+    assert (old.nodeid, old.outcome, old.reruns, old.flaky) == ("a_test.c::A[host]", "passed", [], None)
+    assert _rows(path, "SELECT schema_version FROM meta") == [(1,)]
+
+    project.write("mixed_test.c", MIXED)
+    project.write("conftest.py", RERUN_CONFTEST)
+    result = project.run("--history=old.db")
+    result.stdout.fnmatch_lines(["ondevice history: run 2 appended to *old.db"])
+    assert _rows(path, "SELECT schema_version FROM meta") == [(2,)]
+    history = load(path)
+    assert [r.id for r in history.runs] == [1, 2] and len(history.results) == 5
+    by_run = {(r.run_id, r.case_name): r for r in history.results}
+    assert by_run[(1, "A")].reruns == [] and by_run[(2, "AddsUp")].reruns[-1] == "pi-2: device unreachable"
