@@ -13,6 +13,7 @@ import io
 import re
 import shlex
 import statistics
+import sys
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from .history import Bench, History, Result, Run
 DEFAULT_LAST = 30  # runs in the window the charts and tables look at
 MAX_PANELS = 24  # latency panels drawn at most; the newly slow ones first
 INSTALL_HINT = "pip install 'pytest-ondevice[report]'"
+MAX_DAMAGED = 20  # damaged values named on the page; the rest counted
 
 
 class MatplotlibMissing(Exception):
@@ -142,26 +144,36 @@ class Flaky:
     nodeid: str
     case_name: str
     board: str | None
-    binary_sha256: str
+    binary_sha256: str  # "" when the results named no binary
     passed: int
     failed: int
     last: str
+    after_rerun: int = 0  # passes that came only after a rerun (or that the run called flaky)
+    reruns: tuple[str, ...] = ()  # what those reruns were: "device: cause", latest first, each once
 
 
 def flaky(history: History) -> list[Flaky]:
-    """Cases that both passed and failed on the very same binary: the code did not change, the verdict did."""
+    """Cases whose verdict is not the code's alone: on the very same binary both passed and
+    failed (the code did not change, the verdict did), or passed only after a rerun (an
+    attempt cut short and run again: never a clean pass, even if every run passed)."""
     groups: dict[tuple[str, str], list[Result]] = defaultdict(list)
     order = {run.id: i for i, run in enumerate(history.runs)}
     for r in history.results:
-        if r.binary_sha256 and r.outcome in ("passed", "failed"):
-            groups[(r.nodeid, r.binary_sha256)].append(r)
+        if r.outcome in ("passed", "failed") and (r.binary_sha256 or not r.clean):
+            groups[(r.nodeid, r.binary_sha256 or "")].append(r)
     found = []
     for (nodeid, sha), rs in groups.items():
-        outcomes = [r.outcome for r in sorted(rs, key=lambda r: order[r.run_id])]
-        if "passed" in outcomes and "failed" in outcomes:
+        rs.sort(key=lambda r: order[r.run_id])
+        outcomes = [r.outcome for r in rs]
+        unclean = [r for r in rs if r.outcome == "passed" and not r.clean]
+        flipped = bool(sha) and "passed" in outcomes and "failed" in outcomes
+        if flipped or unclean:
+            why = [*(r.flaky for r in unclean if r.flaky), *(c for r in unclean for c in r.reruns)]
+            causes = tuple(dict.fromkeys(reversed(why)))  # latest first, each once
             passed, failed = outcomes.count("passed"), outcomes.count("failed")
-            found.append(Flaky(nodeid, rs[0].case_name, rs[0].board, sha, passed, failed, outcomes[-1]))
-    return sorted(found, key=lambda f: (-f.failed, f.nodeid))
+            case = Flaky(nodeid, rs[0].case_name, rs[0].board, sha, passed, failed, outcomes[-1], len(unclean), causes)
+            found.append(case)
+    return sorted(found, key=lambda f: (-f.failed, -f.after_rerun, f.nodeid))
 
 
 @dataclass
@@ -492,8 +504,8 @@ def _slow_section(all_series: list[Series], slow: list[Series], threshold: float
 
 
 def _flaky_section(found: list[Flaky], runs: int) -> str:
-    out = ["<h2>Flaky cases (same binary, both passed and failed)</h2>"]
-    if runs < 2:
+    out = ["<h2>Flaky cases (same binary, both passed and failed; or passed only after a rerun)</h2>"]
+    if runs < 2 and not found:
         out.append("<p>No earlier run to compare with.</p>")
     elif not found:
         out.append('<p class="ok">None.</p>')
@@ -503,15 +515,34 @@ def _flaky_section(found: list[Flaky], runs: int) -> str:
                 _td(f.case_name),
                 _td(f.nodeid.split("::", 1)[0]),
                 _td(f.board or ""),
-                f"<td><code>{_e(f.binary_sha256[:12])}</code></td>",
+                f"<td><code>{_e(f.binary_sha256[:12] or '-')}</code></td>",
                 _td(f.passed, "num"),
                 _td(f.failed, "num"),
+                _td(f.after_rerun, "num"),
                 _td(f.last),
+                _td("; ".join(f.reruns)[:300], "msg"),
             ]
             for f in found
         ]
-        out.append(_table(["case", "file", "board", "binary", "passed", "failed", "last"], rows, "flaky"))
+        headers = ["case", "file", "board", "binary", "passed", "failed", "passed after a rerun", "last", "reruns"]
+        out.append(_table(headers, rows, "flaky"))
     return "".join(out)
+
+
+def _damaged_section(history: History) -> str:
+    """What the report could not read: said first, so a short table is not taken for a good night."""
+    if not history.damaged:
+        return ""
+    items = "".join(f'<li class="msg">{_e(d)}</li>' for d in history.damaged[:MAX_DAMAGED])
+    more = len(history.damaged) - MAX_DAMAGED
+    extra = f"<li>and {more} more</li>" if more > 0 else ""
+    return (
+        f'<h2 class="bad">Damaged values in the history ({len(history.damaged)} skipped)</h2>'
+        "<p>pytest-ondevice never writes these: the file was changed by something else. The report below "
+        "is drawn without them. Restore the file from a backup, or repair the values named here with "
+        "<code>sqlite3</code>.</p>"
+        f'<ul class="damaged">{items}{extra}</ul>'
+    )
 
 
 def render(history: History, threshold: float = 5.0, last: int = DEFAULT_LAST) -> str:
@@ -522,6 +553,7 @@ def render(history: History, threshold: float = 5.0, last: int = DEFAULT_LAST) -
     stats = devices(history)
     body = [
         _header(history, last),
+        _damaged_section(history),
         _failures_section(new_failures(history)),
         _slow_section(all_series, slow, threshold),
         _flaky_section(flaky(history), len(history.runs)),
@@ -539,9 +571,13 @@ def render(history: History, threshold: float = 5.0, last: int = DEFAULT_LAST) -
     )
 
 
-def write(history: History, out: Path, threshold: float = 5.0, last: int = DEFAULT_LAST) -> Path:
+def write(history: History, out: Path, threshold: float = 5.0, last: int = DEFAULT_LAST, warn=None) -> Path:
+    """The page written to out; each damaged value of the history also said on stderr (warn)."""
     out = Path(out)
     text = render(history, threshold, last)
+    say = warn or (lambda line: print(line, file=sys.stderr))
+    for note in history.damaged:
+        say(f"pytest-ondevice report: skipped a damaged value: {note}")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")
     return out

@@ -226,3 +226,92 @@ def test_without_matplotlib_the_report_says_what_to_install(history_db, tmp_path
 def test_the_plugin_and_the_report_module_do_not_import_matplotlib():
     code = "import sys, pytest_ondevice.report, pytest_ondevice.history; sys.exit('matplotlib' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+PASSING = """
+    #include "micro_test.h"
+    TF_LITE_MICRO_TESTS_BEGIN
+    TF_LITE_MICRO_TEST(Steady) { TF_LITE_MICRO_EXPECT_EQ(1, 1); }
+    TF_LITE_MICRO_TEST(Lucky) { TF_LITE_MICRO_EXPECT_EQ(2, 2); }
+    TF_LITE_MICRO_TESTS_END
+"""
+RERUN_CONFTEST = """
+    import os, pytest
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_setup(item):  # as the run side says it: after the item's own setup
+        if getattr(item, "case", None) == "Lucky" and os.environ.get("RERUN"):
+            item.user_properties.append(("rerun", "pi-1: connection lost after 2.1 s (ssh: EOF)"))
+            item.user_properties.append(("retried_after", "pi-1: connection lost after 2.1 s (ssh: EOF)"))
+            if os.environ["RERUN"] == "flaky":
+                item.user_properties.append(("flaky", "the attempt on pi-1 ended in a crash of the binary"))
+"""
+
+
+def test_a_pass_after_a_rerun_is_flaky_in_the_report_naming_device_and_cause(project, tmp_path, monkeypatch, capsys):
+    project.write("lucky_test.c", PASSING)
+    project.write("conftest.py", RERUN_CONFTEST)
+    monkeypatch.setenv("RERUN", "1")
+    project.run("--history=h.db").assert_outcomes(passed=2)  # every case passed
+    out = tmp_path / "r.html"
+    assert main(["report", str(project.path / "h.db"), "--html", str(out)]) == 0
+    text = out.read_text()
+    assert _table_column(text, "flaky") == ["Lucky"]  # one run is enough: a rerun is seen in that run
+    assert _table_column(text, "flaky", 4) == ["1"]  # passed
+    assert _table_column(text, "flaky", 5) == ["0"]  # failed
+    assert _table_column(text, "flaky", 6) == ["1"]  # passed after a rerun
+    assert _table_column(text, "flaky", 8) == ["pi-1: connection lost after 2.1 s (ssh: EOF)"]
+
+    monkeypatch.setenv("RERUN", "")  # a clean night: still flaky over the window, and only Lucky
+    project.run("--history=h.db").assert_outcomes(passed=2)
+    monkeypatch.setenv("RERUN", "flaky")
+    project.run("--history=h.db").assert_outcomes(passed=2)
+    history = load(project.path / "h.db")
+    (lucky,) = report.flaky(history)
+    assert (lucky.case_name, lucky.passed, lucky.failed, lucky.after_rerun, lucky.last) == ("Lucky", 3, 0, 2, "passed")
+    assert lucky.reruns == (
+        "pi-1: connection lost after 2.1 s (ssh: EOF)",
+        "the attempt on pi-1 ended in a crash of the binary",
+    )
+    assert main(["report", str(project.path / "h.db"), "--html", str(out)]) == 0
+    assert "the attempt on pi-1 ended in a crash of the binary" in _table_column(out.read_text(), "flaky", 8)[0]
+    assert capsys.readouterr().err == ""
+
+
+def test_a_case_that_passed_cleanly_in_every_run_is_not_flaky(tmp_path):
+    path = tmp_path / "h.db"
+    db = connect(path)
+    for night in (1, 2):
+        run = Run(started=f"2026-11-0{night}T02:00:00+00:00", finished=f"2026-11-0{night}T02:01:00+00:00")
+        where = {"board": "rpi", "device": "pi-1", "binary_sha256": "ab" * 32}
+        results = [Result("a_test.c::A[rpi]", "A", "passed", **where)]
+        results.append(Result("a_test.c::B[rpi]", "B", "failed" if night == 1 else "passed", **where))
+        append_run(db, run, results, [])
+    db.close()
+    assert [f.case_name for f in report.flaky(load(path))] == ["B"]  # flipped on one binary; A never reran
+
+
+def _damage(path, sql: str) -> None:
+    import sqlite3
+
+    with sqlite3.connect(path) as db:
+        db.execute(sql)
+
+
+def test_a_history_with_damaged_json_still_renders_naming_each_skipped_value(history_db, tmp_path, capsys):
+    _damage(history_db, "UPDATE runs SET args = '[\"--board=rpi\", ' WHERE id = 5")  # cut short
+    _damage(history_db, "UPDATE benches SET record = 'not json' WHERE rowid = 1")
+    _damage(history_db, "UPDATE results SET reruns = '{\"a\": 1}' WHERE rowid = 2")
+    out = tmp_path / "r.html"
+    assert main(["report", str(history_db), "--html", str(out)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 3, err
+    assert err[0].startswith(f"pytest-ondevice report: skipped a damaged value: {history_db}: runs row id=5, column ")
+    assert "args is not JSON (" in err[0] and err[0].endswith("read as no arguments")
+    assert f"{history_db}: results rowid=2 (" in err[1] and "column reruns is not a list of strings" in err[1]
+    assert f"{history_db}: benches rowid=1 (" in err[2] and "column record is not JSON" in err[2]
+    text = out.read_text()
+    assert "Damaged values in the history (3 skipped)" in text
+    assert _table_column(text, "new-failures") == ["SimpleTestQuantized"]  # the rest of the page as before
+    assert _table_column(text, "slow-kernels") == ["gemm_s8_opt_32"]
+    assert _table_column(text, "flaky") == ["EchoesAtSpeed"]
