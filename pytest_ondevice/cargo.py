@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .rustsrc import scan
+from .schema import ConfigError
 
 DEBIAN_CARGO = Path("/usr/bin/cargo")
 SETUP_HINT = "run scripts/setup.sh --rust (or apt-get install rustc cargo)"
@@ -46,7 +47,13 @@ _DEBIAN_ARCH = (
 
 
 class CargoError(Exception):
-    """cargo is missing, the crate cannot be read, or the build failed (with cargo's words)."""
+    """The crate cannot be read, or the build failed (with cargo's words)."""
+
+
+class CargoSetupError(CargoError, ConfigError):
+    """cargo or the target's std is missing, or rustc knows no such target: not the crate's
+    fault, so its tests are errors naming the fix, never failures (the runner reports a
+    ConfigError as an error)."""
 
 
 class RustCase(NamedTuple):
@@ -63,6 +70,13 @@ class RustTarget:
     name: str  # cargo's target name, as its JSON messages say it ("my-crate" for a lib stays so)
     root: Path  # the target's root .rs file
     cases: tuple[RustCase, ...]
+    unnamed: int = 0  # #[test]s the scan cannot name (made by a macro_rules! macro)
+
+    @property
+    def all_unnamed(self) -> bool:
+        """Every test is made by a macro: no case to make an item of, yet the binary runs
+        tests. Its one item (as a C file's) runs it, and the device names its cases."""
+        return not self.cases and self.unnamed > 0
 
 
 # -- collection ----------------------------------------------------------------
@@ -85,7 +99,7 @@ def find_targets(crate_dir: Path) -> list[RustTarget]:
         found.append(("lib", lib.get("name", name), lib_root))
     found += _declared(crate_dir, manifest, "bin", name, package.get("autobins", True))
     found += _declared(crate_dir, manifest, "test", name, package.get("autotests", True))
-    return [RustTarget(crate_dir, kind, tname, root, _cases(root)) for kind, tname, root in found]
+    return [RustTarget(crate_dir, kind, tname, root, *_cases(root)) for kind, tname, root in found]
 
 
 def _manifest(crate_dir: Path) -> dict:
@@ -144,9 +158,11 @@ def _default_root(crate_dir: Path, kind: str, name: str, package: str) -> Path |
     return next((c for c in candidates if c.is_file()), None)
 
 
-def _cases(root: Path) -> tuple[RustCase, ...]:
-    """Every #[test] in the module tree under root, named from root."""
+def _cases(root: Path) -> tuple[tuple[RustCase, ...], int]:
+    """Every #[test] in the module tree under root, named from root, and how many #[test]s
+    there the scan could not name."""
     cases: list[RustCase] = []
+    unnamed = 0
     seen: set[Path] = set()
     todo: list[tuple[Path, tuple[str, ...], Path]] = [(root, (), root.parent)]  # file, module path, its dir
     while todo and len(seen) < MAX_MODULE_FILES:
@@ -160,13 +176,14 @@ def _cases(root: Path) -> tuple[RustCase, ...]:
         except OSError:
             continue
         found = scan(text)
+        unnamed += found.unnamed
         for t in found.tests:
             cases.append(RustCase("::".join([*module, t.name]), path, t.line, t.ignored))
         for m in found.modules:
             child = _module_file(path, children_dir, m.parents, m.name, m.path)
             if child is not None:
                 todo.append((child, (*module, *m.parents, m.name), _children_dir(child, bool(m.path))))
-    return tuple(cases)
+    return tuple(cases), unnamed
 
 
 def _module_file(path: Path, children_dir: Path, parents: tuple[str, ...], name: str, attr: str | None) -> Path | None:
@@ -194,10 +211,10 @@ def toolchain(env: dict[str, str] | None = None) -> tuple[str, str | None]:
     env = os.environ if env is None else env
     cargo = env.get("ONDEVICE_CARGO") or (str(DEBIAN_CARGO) if DEBIAN_CARGO.exists() else shutil.which("cargo"))
     if not cargo:
-        raise CargoError(f"cargo not found: {SETUP_HINT}, or set ONDEVICE_CARGO")
+        raise CargoSetupError(f"cargo not found: {SETUP_HINT}, or set ONDEVICE_CARGO")
     found = shutil.which(cargo) if os.sep not in cargo else cargo
     if not found or not Path(found).exists():
-        raise CargoError(f"cargo not found at {cargo}: {SETUP_HINT}, or set ONDEVICE_CARGO to one that exists")
+        raise CargoSetupError(f"cargo not found at {cargo}: {SETUP_HINT}, or set ONDEVICE_CARGO to one that exists")
     # beside it, or beside what a symlink to it points at
     rustc = next(
         (r for r in (Path(found).with_name("rustc"), Path(found).resolve().with_name("rustc")) if r.exists()), None
@@ -264,7 +281,7 @@ def build(
             errors="replace",
         )
     except OSError as e:
-        raise CargoError(f"could not run {cargo}: {e}; {SETUP_HINT}") from None
+        raise CargoSetupError(f"could not run {cargo}: {e}; {SETUP_HINT}") from None
     binaries: dict[tuple[str, str], Path] = {}
     diagnostics: list[str] = []
     for line in proc.stdout.splitlines():
@@ -286,21 +303,31 @@ def build(
             kind = "lib" if kinds & _LIB_KINDS else next(iter(sorted(kinds)), "")
             binaries[(kind, target.get("name", ""))] = Path(message["executable"])
     if proc.returncode != 0:
-        raise CargoError(_failure(crate_dir, cargo, rust_target, diagnostics, proc.stderr))
+        words = "".join(diagnostics).rstrip() + ("\n" if diagnostics else "") + proc.stderr.strip()
+        head = f"cargo test --no-run failed for {crate_dir}" + (f" (--target {rust_target})" if rust_target else "")
+        setup = _setup_problem(cargo, rust_target, words)
+        if setup:
+            raise CargoSetupError(f"{setup}\n({head}: {_first_error(words)})")
+        if len(words) > MAX_DIAGNOSTICS:
+            words = words[:MAX_DIAGNOSTICS] + "\n... (cut)"
+        raise CargoError(f"{head}\n{words}")
     return binaries
 
 
-def _failure(crate_dir: Path, cargo: str, rust_target: str | None, diagnostics: list[str], stderr: str) -> str:
-    """What went wrong, in cargo's words, with the fix when it is a missing std."""
-    words = "".join(diagnostics).rstrip() + ("\n" if diagnostics else "") + stderr.strip()
-    if len(words) > MAX_DIAGNOSTICS:
-        words = words[:MAX_DIAGNOSTICS] + "\n... (cut)"
-    head = f"cargo test --no-run failed for {crate_dir}" + (f" (--target {rust_target})" if rust_target else "")
-    if rust_target and re.search(r"can't find crate for `(?:std|core)`", words):
-        head += f"\n{missing_std_hint(rust_target, cargo)}"
-    elif rust_target and "Could not find specification for target" in words:
-        head += f"\nrustc knows no target {rust_target!r} (the board's rust_target): see `rustc --print target-list`"
-    return f"{head}\n{words}"
+def _setup_problem(cargo: str, rust_target: str | None, words: str) -> str | None:
+    """The fix, when the build failed for want of the target's std or of the target itself
+    (rustc's own advice, `rustup target add`, is wrong for Debian's cargo: not repeated)."""
+    if not rust_target:
+        return None
+    if re.search(r"can't find crate for `(?:std|core)`", words):
+        return missing_std_hint(rust_target, cargo)
+    if "Could not find specification for target" in words:
+        return f"rustc knows no target {rust_target!r} (the board's rust_target): see `rustc --print target-list`"
+    return None
+
+
+def _first_error(words: str) -> str:
+    return next((line.strip() for line in words.splitlines() if line.startswith("error")), "no error line")
 
 
 def debian_arch(rust_target: str) -> str | None:
@@ -310,15 +337,23 @@ def debian_arch(rust_target: str) -> str | None:
     return next((arch for pattern, arch in _DEBIAN_ARCH if pattern.search(rust_target)), None)
 
 
+def rustups(cargo: str) -> bool:
+    """Is this cargo rustup's (a proxy in ~/.cargo/bin, or a toolchain under ~/.rustup)?"""
+    path = Path(cargo)
+    return any(p == ".cargo" or "rustup" in p for p in path.parts) or path.resolve().name.startswith("rustup")
+
+
 def missing_std_hint(rust_target: str, cargo: str = str(DEBIAN_CARGO)) -> str:
+    """How to install the target's std for this cargo: rustup's way only for rustup's cargo."""
     arch = debian_arch(rust_target)
-    if "/.cargo/" in cargo or "rustup" in cargo:
-        return f"Rust's standard library for {rust_target} is not installed: rustup target add {rust_target}"
+    missing = f"Rust's standard library for {rust_target} is not installed for {cargo}"
+    if rustups(cargo):
+        return f"{missing}: rustup target add {rust_target}"
     if arch:
         setup = "run scripts/setup.sh --rust, or " if arch == "arm64" else ""  # what setup.sh installs
         return (
-            f"Rust's standard library for {rust_target} is not installed: {setup}"
-            f"dpkg --add-architecture {arch} && apt-get update && apt-get install rustc cargo libstd-rust-dev:{arch}"
+            f"{missing} (Debian's libstd-rust-dev:{arch}): {setup}"
+            f"dpkg --add-architecture {arch} && apt-get update && apt-get install libstd-rust-dev:{arch}"
         )
     return (
         f"Debian ships no Rust standard library for {rust_target}: use rustup (rustup target add {rust_target}) "

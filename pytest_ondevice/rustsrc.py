@@ -53,6 +53,9 @@ class ModDecl:
 class Scan:
     tests: tuple[RustTest, ...]
     modules: tuple[ModDecl, ...]
+    # #[test]s on no `fn name` (in a macro_rules! body: `fn $name`): tests libtest will run
+    # under names only the macro's expansion knows
+    unnamed: int = 0
 
 
 _NOT_NEWLINE = re.compile(r"[^\n]")
@@ -171,6 +174,7 @@ def scan(text: str) -> Scan:
         counted[0] = offset
         return counted[1]
 
+    test_attrs = 0
     pos = 0
     while True:
         m = _TOKEN.search(code, pos)
@@ -182,6 +186,7 @@ def scan(text: str) -> Scan:
             end = _attr_end(code, m.start())
             if "!" not in m.group("attr"):
                 attrs.append((m.start(), end))
+                test_attrs += _TEST_ATTR.fullmatch(code, m.start(), end) is not None
             pos = end
         elif kind == "mod":
             parents = tuple(name for name, _ in stack)
@@ -214,4 +219,4 @@ def scan(text: str) -> Scan:
                 depth = max(0, depth - 1)
                 if stack and stack[-1][1] == depth:
                     stack.pop()
-    return Scan(tuple(tests), tuple(modules))
+    return Scan(tuple(tests), tuple(modules), test_attrs - len(tests))

@@ -26,6 +26,8 @@ from pytest_ondevice.cargo import (
 from pytest_ondevice.formats.libtest import Libtest
 from pytest_ondevice.lines import LineSplitter
 from pytest_ondevice.protocol import Outcome, RunEnd
+from pytest_ondevice.rustsrc import scan
+from pytest_ondevice.schema import ConfigError
 
 RUST = Path(__file__).resolve().parent.parent / "examples" / "rust"
 KERNELS, CDOT = RUST / "kernels", RUST / "cdot-sys"
@@ -142,6 +144,50 @@ def test_find_targets_follows_the_module_tree(tmp_path):
     assert [c.name for c in targets["test", "elsewhere"].cases] == ["far"]
 
 
+# itoa 1.0.1's tests/test.rs, shortened: every #[test] is in a macro_rules! body
+MACRO_MADE = """
+    macro_rules! test {
+        ($($name:ident($value:expr, $expected:expr))*) => {
+            $(
+                #[test]
+                fn $name() {
+                    assert_eq!($value.to_string(), $expected);
+                }
+            )*
+        }
+    }
+
+    test! {
+        test_u64_0(0u64, "0")
+        test_i16_min(i16::MIN, "-32768")
+    }
+"""
+
+
+def test_tests_made_by_a_macro_mark_their_target(tmp_path):
+    """Nothing to name, yet the binary runs tests: its target says so (one item then runs
+    it); a target with no #[test] at all, or with named ones, does not."""
+    assert scan(textwrap.dedent(MACRO_MADE)).unnamed == 1
+    assert scan("// #[test] fn $x() {}\n#[test]\nfn named() {}\n").unnamed == 0
+    crate = write(
+        tmp_path,
+        {
+            "Cargo.toml": '[package]\nname = "gen"\nversion = "0.1.0"\n',
+            "src/lib.rs": "pub fn f() {}\n",
+            "tests/test.rs": MACRO_MADE,
+            "tests/mixed.rs": MACRO_MADE + "#[test]\nfn named() {}\n",
+            "tests/common.rs": "pub fn helper() {}\n",
+            "tests/deep/main.rs": "mod made;\n",
+            "tests/deep/made.rs": MACRO_MADE,
+        },
+    )
+    targets = by_kind(find_targets(crate))
+    assert targets["test", "test"].cases == () and targets["test", "test"].all_unnamed
+    assert targets["test", "deep"].all_unnamed, "a macro in a module of the target"
+    assert [c.name for c in targets["test", "mixed"].cases] == ["named"] and not targets["test", "mixed"].all_unnamed
+    assert not targets["lib", "gen"].all_unnamed and not targets["test", "common"].all_unnamed
+
+
 def test_a_virtual_workspace_is_refused_clearly(tmp_path):
     write(tmp_path, {"Cargo.toml": '[workspace]\nmembers = ["a"]\n'})
     with pytest.raises(CargoError, match="virtual workspace manifest: point at one of its member crates"):
@@ -159,6 +205,8 @@ def test_debian_arch_and_the_missing_std_hint():
     assert "libstd-rust-dev:armhf" in missing_std_hint("armv7-unknown-linux-gnueabihf")
     assert "rustup target add" in missing_std_hint("thumbv7em-none-eabihf")
     assert "rustup target add" in missing_std_hint(A64, "/root/.cargo/bin/cargo")
+    debian = missing_std_hint(A64)
+    assert "rustup" not in debian and "scripts/setup.sh --rust" in debian and "libstd-rust-dev:arm64" in debian
 
 
 def test_build_env_links_linux_gnu_targets_statically(monkeypatch):
@@ -180,8 +228,9 @@ def test_toolchain_prefers_debian_and_names_the_fix_when_missing(monkeypatch):
         assert toolchain() == (str(DEBIAN_CARGO), "/usr/bin/rustc")
     with pytest.raises(CargoError, match=r"setup\.sh --rust"):
         toolchain({"ONDEVICE_CARGO": "/nonexistent/cargo"})
-    with pytest.raises(CargoError, match=r"setup\.sh --rust"):
+    with pytest.raises(CargoError, match=r"setup\.sh --rust") as e:
         build(KERNELS, None, None, Path("/nonexistent"), env={"ONDEVICE_CARGO": "/nonexistent/cargo"})
+    assert isinstance(e.value, ConfigError), "a missing toolchain part: the tests error, they do not fail"
 
 
 # -- building and running ------------------------------------------------------------------
@@ -327,3 +376,28 @@ def test_a_target_without_std_names_the_fix(rust_target, says, target_dir):
     with pytest.raises(CargoError, match="cargo test --no-run failed") as e:
         build(KERNELS, rust_target, None, target_dir)
     assert says in str(e.value)
+
+
+@needs_cargo
+def test_a_missing_std_is_a_setup_error_with_debians_fix_not_rustups(tmp_path):
+    """arm64's std hidden from rustc (an empty sysroot): the error a machine without
+    libstd-rust-dev:arm64 gets. rustc's own advice (`rustup target add`) is not repeated."""
+    with pytest.raises(CargoError) as e:
+        build(KERNELS, A64, "aarch64-linux-gnu-gcc", tmp_path / "target", env={"RUSTFLAGS": f"--sysroot={tmp_path}"})
+    assert isinstance(e.value, ConfigError), "not the crate's fault: an error, not a failure"
+    message = str(e.value)
+    assert message.startswith(f"Rust's standard library for {A64} is not installed for {DEBIAN_CARGO}")
+    assert "run scripts/setup.sh --rust, or" in message and "apt-get install libstd-rust-dev:arm64" in message
+    assert "rustup" not in message
+    assert "error[E0463]: can't find crate for `std`" in message and message.count("\n") == 1
+
+
+@needs_cargo
+def test_rustups_cargo_is_told_rustups_way(tmp_path):
+    proxy = tmp_path / ".cargo" / "bin" / "cargo"  # where rustup puts its proxies
+    proxy.parent.mkdir(parents=True)
+    proxy.symlink_to(DEBIAN_CARGO)
+    env = {"ONDEVICE_CARGO": str(proxy), "RUSTFLAGS": f"--sysroot={tmp_path}"}
+    with pytest.raises(CargoError, match=rf"(?m)not installed for {proxy}: rustup target add {A64}$") as e:
+        build(KERNELS, A64, "aarch64-linux-gnu-gcc", tmp_path / "target", env=env)
+    assert isinstance(e.value, ConfigError)
