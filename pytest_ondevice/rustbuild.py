@@ -22,7 +22,7 @@ def binaries(
 ) -> dict[tuple[str, str], Path]:
     """(kind, target name) -> test binary, built once per session per board and crate."""
     if board.kind != "host" and not board.toolchain.rust_target:
-        raise BuildError(
+        raise cargo.CargoSetupError(
             f'board {board.name} names no Rust target: add rust_target = "TRIPLE" to the [toolchain] '
             f"of {board.path} (see `rustc --print target-list`)"
         )
@@ -42,6 +42,8 @@ def binaries(
             env,
             builder.jobs,
         )
+    except cargo.CargoSetupError:
+        raise  # an error of the setup, not of the crate: its tests error, naming the fix
     except cargo.CargoError as e:
         raise BuildError(str(e)) from None
 

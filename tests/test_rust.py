@@ -113,13 +113,6 @@ def test_the_examples_pass_per_test_on_the_host_and_select_one_by_name(project):
     one.assert_outcomes(passed=1, deselected=10)
 
 
-def test_a_board_without_a_rust_target_names_the_key(project):
-    crate(project, "demo", "#[test]\nfn works() {}\n")
-    project.write("boards/norust.toml", 'extends = "linux-aarch64"\n[toolchain]\nrust_target = ""\n')
-    result = project.run("--build-only", board="norust")
-    assert "board norust names no Rust target: add rust_target" in result.stdout.str()
-
-
 @pytest.mark.slow
 def test_the_examples_pass_on_arm64_under_qemu(project):
     copy_rust_examples(project)
