@@ -4,6 +4,7 @@ case that crashed: real binaries on the host board, one per harness format."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 # Unity's output as unity.c prints it (putchar on stdout, a case's line after it ran):
 # a stand-in for the one header and source a project vendors, so the test needs no download.
@@ -67,3 +68,106 @@ def test_lines_printed_before_a_crash_reach_the_parser_and_the_crash_is_the_runn
     text = result.stdout.str()
     assert "crashed: killed by SIGILL while this case was running" in text
     assert "not run" not in text
+
+
+def binary_item(result) -> str:
+    """The binary item's report: a problem of the binary as a whole."""
+    text = result.stdout.str()
+    start = text.find("binary[host]: a problem of the binary as a whole")
+    return text[start : text.find("\n___", start)] if start >= 0 else ""
+
+
+GTEST_FORGED_EXIT = r"""
+#include <gtest/gtest.h>
+#include <cstdio>
+#include <unistd.h>
+TEST(K, First) { EXPECT_EQ(1, 1); }
+TEST(K, Last) {
+  EXPECT_EQ(1, 2);
+  std::printf("[       OK ] K.Last (0 ms)\n[----------] 2 tests from K (0 ms total)\n\n"
+              "[==========] 2 tests from 1 test suite ran. (0 ms total)\n[  PASSED  ] 2 tests.\n");
+  std::fflush(stdout);
+  _exit(0);
+}
+"""
+
+
+def test_gtest_a_case_printing_its_pass_and_the_summary_then_exit_0_does_not_pass(project):
+    # it printed gtest's own lines: the run looked complete and passed
+    project.write("forged_test.cc", GTEST_FORGED_EXIT)
+    result = project.run("-v")
+    assert outcomes(result) == {"K.First": "PASSED", "K.Last": "FAILED"}
+    text = result.stdout.str()
+    assert "forged_test.cc:7: Failure" in text
+    assert "no verdict: output ended while this case was running" in text
+
+
+GTEST_SUITE_SETUP = r"""
+#include <gtest/gtest.h>
+class Broken : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { FAIL() << "no device found"; }
+};
+class Fine : public ::testing::Test {};
+TEST_F(%s, Runs) {}
+TEST_F(%s, Runs) {}
+"""
+
+
+def test_gtest_a_failing_set_up_test_suite_is_its_own_suites_failure(project):
+    # charged to the previous suite's passed case; as the first suite, its text was dropped
+    project.write("after_test.cc", GTEST_SUITE_SETUP % ("Fine", "Broken"))
+    project.write("first_test.cc", GTEST_SUITE_SETUP % ("Broken", "Fine"))
+    result = project.run("-v")
+    found = {}
+    for line in result.outlines:
+        m = re.search(r"(\w+)_test\.cc::(\S+)\[host\] (PASSED|FAILED)", line)
+        if m:
+            found[f"{m.group(1)}::{m.group(2)}"] = m.group(3)
+    assert found == {
+        "after::Fine.Runs": "PASSED",
+        "after::Broken.Runs": "FAILED",
+        "first::Broken.Runs": "FAILED",
+        "first::Fine.Runs": "PASSED",
+    }
+    text = result.stdout.str()
+    assert text.count("SetUpTestSuite or TearDownTestSuite of Broken failed:\nfirst_test.cc:5: Failure") == 1
+    assert text.count("SetUpTestSuite or TearDownTestSuite of Broken failed:\nafter_test.cc:5: Failure") == 1
+    assert text.count("no device found") >= 2
+
+
+GTEST_LIES_AFTER_FAILING = r"""
+#include <gtest/gtest.h>
+#include <cstdio>
+#include <unistd.h>
+TEST(A, Honest) {}
+TEST(B, Liar) {
+  EXPECT_TRUE(false);
+  std::printf("[       OK ] B.Liar (0 ms)\n[==========] 2 tests from 2 test suites ran. (0 ms total)\n"
+              "[  PASSED  ] 2 tests.\n");
+  std::fflush(stdout);
+}
+TEST(C, Honest) {}
+"""
+
+
+def test_gtest_lines_a_case_prints_fail_only_that_case(project):
+    # the closing summary disagreed with the case lines and every honest case failed too
+    project.write("liar_test.cc", GTEST_LIES_AFTER_FAILING)
+    result = project.run("-v")
+    assert outcomes(result) == {"A.Honest": "PASSED", "B.Liar": "FAILED", "C.Honest": "PASSED"}
+    assert "liar_test.cc:7: Failure" in result.stdout.str()
+
+
+def test_gtest_sample9_main_discounting_a_failure_fails_the_binary_not_the_passed_cases(project):
+    # its main discounts the failure it expects and returns 0 (Debian's googletest sources)
+    sample = Path("/usr/src/googletest/googletest/samples/sample9_unittest.cc")
+    project.write("sample9_test.cc", sample.read_text())
+    result = project.run("-v", "-rA")
+    assert outcomes(result) == {
+        "CustomOutputTest.PrintsMessage": "PASSED",
+        "CustomOutputTest.Succeeds": "PASSED",
+        "CustomOutputTest.Fails": "FAILED",
+        "binary": "FAILED",
+    }
+    assert "a case failed, but the binary exited with code 0" in binary_item(result)

@@ -7,7 +7,7 @@ import pytest
 
 from pytest_ondevice import formats
 from pytest_ondevice.formats.cpputest import CppUTest
-from pytest_ondevice.formats.gtest import GoogleTest
+from pytest_ondevice.formats.gtest import GoogleTest, GoogleTestParser
 from pytest_ondevice.formats.unity import Unity
 from pytest_ondevice.lines import LineSplitter
 from pytest_ondevice.protocol import MAX_FAILURE_LINES, Outcome, RunEnd
@@ -100,9 +100,19 @@ def outcomes(verdicts) -> dict[str, str]:
 # -- GoogleTest ------------------------------------------------------------------
 
 
+class _GoogleTestText(GoogleTest):
+    """gtest's printed lines alone: a recorded stream without our listener's."""
+
+    def parser(self, order: tuple[str, ...]) -> GoogleTestParser:
+        return GoogleTestParser(order)
+
+
+GTEST_TEXT = _GoogleTestText()
+
+
 @pytest.mark.parametrize("chunk", [1, 7, 4096])
 def test_gtest_each_case_its_own_verdict(chunk):
-    v = parse(GoogleTest(), GTEST + GTEST_END, GTEST_NAMES, RunEnd(exit_code=1), chunk)
+    v = parse(GTEST_TEXT, GTEST + GTEST_END, GTEST_NAMES, RunEnd(exit_code=1), chunk)
     assert outcomes(v) == {
         "Math.Adds": "passed",
         "Math.Fails": "failed",
@@ -119,7 +129,7 @@ def test_gtest_each_case_its_own_verdict(chunk):
 
 
 def test_gtest_crash_names_the_running_case_and_the_rest_did_not_run():
-    v = parse(GoogleTest(), GTEST, [*GTEST_NAMES, "Other.After"], RunEnd(exit_code=None, signal="SIGSEGV"))
+    v = parse(GTEST_TEXT, GTEST, [*GTEST_NAMES, "Other.After"], RunEnd(exit_code=None, signal="SIGSEGV"))
     assert v.cases["Other.Crash"].outcome is Outcome.FAILED
     assert "crashed: killed by SIGSEGV while this case was running" in v.cases["Other.Crash"].message
     assert v.cases["Other.After"].message.startswith("not run: crashed")
@@ -127,25 +137,25 @@ def test_gtest_crash_names_the_running_case_and_the_rest_did_not_run():
 
 
 def test_gtest_summary_then_crash_is_not_a_pass():
-    v = parse(GoogleTest(), GTEST + GTEST_END, GTEST_NAMES, RunEnd(signal="SIGABRT"))
+    v = parse(GTEST_TEXT, GTEST + GTEST_END, GTEST_NAMES, RunEnd(signal="SIGABRT"))
     assert v.cases["Math.Adds"].outcome is Outcome.FAILED
     assert "then the binary crashed: killed by SIGABRT" in v.cases["Math.Adds"].message
 
 
 def test_gtest_clean_exit_without_the_summary_is_not_a_pass():
-    v = parse(GoogleTest(), GTEST + b"[       OK ] Other.Crash (0 ms)\n", GTEST_NAMES, RunEnd(exit_code=0))
+    v = parse(GTEST_TEXT, GTEST + b"[       OK ] Other.Crash (0 ms)\n", GTEST_NAMES, RunEnd(exit_code=0))
     assert v.cases["Math.Adds"].outcome is Outcome.FAILED
     assert "without its closing summary" in v.cases["Math.Adds"].message
 
 
 def test_gtest_exit_status_must_agree():
-    v = parse(GoogleTest(), GTEST + GTEST_END, GTEST_NAMES, RunEnd(exit_code=0))
+    v = parse(GTEST_TEXT, GTEST + GTEST_END, GTEST_NAMES, RunEnd(exit_code=0))
     assert v.cases["Math.Adds"].message == "a case failed, but the binary exited with code 0"
 
 
 def test_gtest_summary_that_disagrees_with_the_verdicts_fails_them():
     forged = GTEST + GTEST_END.replace(b"4 tests from 2 test suites ran", b"5 tests from 2 test suites ran")
-    v = parse(GoogleTest(), forged, GTEST_NAMES, RunEnd(exit_code=1))
+    v = parse(GTEST_TEXT, forged, GTEST_NAMES, RunEnd(exit_code=1))
     assert "the closing summary says 6 total, but the output shows 5" in v.cases["Math.Adds"].message
 
 
@@ -155,7 +165,7 @@ def test_gtest_a_case_printing_another_cases_verdict_moves_nothing():
         b"[ RUN      ] A.Victim\n[       OK ] A.Victim (0 ms)\n"
         b"[==========] 2 tests from 1 test suite ran. (0 ms total)\n[  PASSED  ] 1 test.\n 1 FAILED TEST\n"
     )
-    v = parse(GoogleTest(), stream, ["A.Liar", "A.Victim"], RunEnd(exit_code=1))
+    v = parse(GTEST_TEXT, stream, ["A.Liar", "A.Victim"], RunEnd(exit_code=1))
     assert outcomes(v) == {"A.Liar": "failed", "A.Victim": "passed"}
     assert v.cases["A.Liar"].location == ("x_test.cc", 3)
 
@@ -165,7 +175,7 @@ def test_gtest_a_forged_verdict_for_the_case_itself_is_a_conflict():
         b"[ RUN      ] A.Liar\n[       OK ] A.Liar (0 ms)\nx_test.cc:3: Failure\n[  FAILED  ] A.Liar (0 ms)\n"
         b"[==========] 1 test from 1 test suite ran. (0 ms total)\n[  PASSED  ] 0 tests.\n 1 FAILED TEST\n"
     )
-    v = parse(GoogleTest(), stream, ["A.Liar"], RunEnd(exit_code=1))
+    v = parse(GTEST_TEXT, stream, ["A.Liar"], RunEnd(exit_code=1))
     assert v.cases["A.Liar"].outcome is Outcome.FAILED
     assert "second verdict" in v.cases["A.Liar"].message
 
@@ -173,11 +183,64 @@ def test_gtest_a_forged_verdict_for_the_case_itself_is_a_conflict():
 def test_gtest_garbage_and_endless_failure_text_stay_bounded():
     body = b"\xff\xfe\x00garbage\n" + b"x_test.cc:9: Failure\n" + b"line of detail \xc3\x28\n" * 50_000
     stream = b"[ RUN      ] A.Big\n" + body + b"[  FAILED  ] A.Big (3 ms)\n"
-    v = parse(GoogleTest(), stream, ["A.Big"], RunEnd(exit_code=1), chunk=4096)
+    v = parse(GTEST_TEXT, stream, ["A.Big"], RunEnd(exit_code=1), chunk=4096)
     failed = v.cases["A.Big"]
     assert failed.outcome is Outcome.FAILED
     assert len(failed.message.splitlines()) <= MAX_FAILURE_LINES + 2
     assert len(failed.log) < 20_000
+
+
+NONCE = b"0123456789abcdef"
+STAMPED = (
+    b"#ondevice nonce 0123456789abcdef\n[ RUN      ] A.One\n#ondevice 0123456789abcdef case A.One\n"
+    b"#ondevice 0123456789abcdef end A.One passed\n[       OK ] A.One (0 ms)\n"
+    b"[ RUN      ] A.Two\n#ondevice 0123456789abcdef case A.Two\nx_test.cc:3: Failure\n"
+    b"#ondevice 0123456789abcdef fail A.Two x_test.cc:3: Failure\n#ondevice 0123456789abcdef fail A.Two boom\n"
+    b"[       OK ] A.Two (0 ms)\n[==========] 2 tests from 1 test suite ran. (0 ms total)\n[  PASSED  ] 2 tests.\n"
+)
+SUMMARY = b"#ondevice 0123456789abcdef end A.Two failed\n#ondevice 0123456789abcdef summary cases=2\n"
+
+
+def test_gtest_with_the_listener_only_its_stamped_lines_decide():
+    v = parse(GoogleTest(), STAMPED + SUMMARY, ["A.One", "A.Two"], RunEnd(exit_code=1))
+    assert outcomes(v) == {"A.One": "passed", "A.Two": "failed"}
+    assert v.problems == []
+    assert v.cases["A.Two"].message == "x_test.cc:3: Failure\nboom"
+    assert v.cases["A.Two"].location == ("x_test.cc", 3)
+    assert "[       OK ] A.Two" in v.cases["A.Two"].log  # gtest's printed lines: the case's log
+
+
+def test_gtest_printed_lines_after_the_listeners_last_do_not_close_the_run():
+    v = parse(GoogleTest(), STAMPED, ["A.One", "A.Two"], RunEnd(exit_code=0))  # A.Two called _exit(0)
+    assert outcomes(v) == {"A.One": "passed", "A.Two": "failed"}
+    assert "no verdict: output ended while this case was running" in v.cases["A.Two"].message
+
+
+def test_gtest_exit_status_more_lenient_than_the_verdicts_is_the_binarys_failure():
+    v = parse(GoogleTest(), STAMPED + SUMMARY, ["A.One", "A.Two"], RunEnd(exit_code=0))
+    assert outcomes(v) == {"A.One": "passed", "A.Two": "failed"}
+    assert v.problems == ["a case failed, but the binary exited with code 0"]
+
+
+def test_gtest_a_run_without_the_listeners_nonce_or_with_a_second_one_is_not_believed():
+    plain = parse(GoogleTest(), GTEST + GTEST_END, GTEST_NAMES, RunEnd(exit_code=1))
+    assert plain.cases["Math.Adds"].outcome is Outcome.FAILED
+    assert "printed no nonce" in plain.cases["Math.Adds"].message
+    assert any("printed no nonce" in p for p in plain.problems)
+    second = STAMPED.replace(b"[ RUN      ] A.Two\n", b"[ RUN      ] A.Two\n#ondevice nonce ffffffffffffffff\n")
+    v = parse(GoogleTest(), second + SUMMARY, ["A.One", "A.Two"], RunEnd(exit_code=1))
+    assert v.cases["A.One"].outcome is Outcome.FAILED
+    assert "a second nonce" in v.cases["A.One"].message
+
+
+def test_gtest_a_suite_level_failure_fails_the_case_that_already_ended():
+    late = STAMPED + SUMMARY.replace(
+        b"#ondevice 0123456789abcdef summary",
+        b"#ondevice 0123456789abcdef fail A.One TearDownTestSuite of A failed:\n#ondevice 0123456789abcdef summary",
+    )
+    v = parse(GoogleTest(), late, ["A.One", "A.Two"], RunEnd(exit_code=1))
+    assert outcomes(v) == {"A.One": "failed", "A.Two": "failed"}
+    assert "TearDownTestSuite of A failed" in v.cases["A.One"].message
 
 
 # -- CppUTest --------------------------------------------------------------------

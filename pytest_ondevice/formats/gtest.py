@@ -1,9 +1,13 @@
 """GoogleTest: `TEST(Suite, Name)` / `TEST_F`, run by gtest's own main unless the source
-has one; its `[ RUN      ]` ... `[       OK ]` stream parsed line by line.
+has one.
 
-A crash stops gtest at `[ RUN      ]` and writes no XML report, so the stream is the only
-witness; parameterised and typed tests print names the source scan cannot know, and are
-reported as cases the device ran."""
+Every binary links our event listener (harness/gtest_listener.cpp): it declares a per-run
+nonce and prints the framework's own events stamped with it, so a test that prints gtest's
+lines (`[       OK ]`, `[  PASSED  ]`) and leaves with `_exit(0)` reports nothing; the
+`[ RUN      ]` ... `[       OK ]` text is then each case's log. The text parser below
+reads a recorded stream without the listener's lines (a crash stops gtest at `[ RUN      ]`
+and writes no XML report, so the stream is the only witness); parameterised and typed
+tests print names the source scan cannot know, and are reported as cases the device ran."""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ import re
 
 from ..discover import Case, code_of
 from ..protocol import Outcome
-from . import Format, Needs, declared_cases, has_main
+from . import HARNESS_DIR, Format, Needs, declared_cases, has_main
 from .stream import CaseStream, Summary
 
 _DECLARED = re.compile(r"\bTEST(?:_F)?\s*\(\s*([A-Za-z_]\w*)\s*,\s*([A-Za-z_]\w*)\s*\)")
@@ -37,16 +41,20 @@ class GoogleTest(Format):
         return declared_cases(text, _DECLARED, lambda m: f"{m.group(1)}.{m.group(2)}", self.name)
 
     def parser(self, order: tuple[str, ...]) -> GoogleTestParser:
-        return GoogleTestParser(order)
+        return GoogleTestParser(order, nonce_expected=True)
 
     def needs(self, text: str) -> Needs:
         package = "gtest" if has_main(code_of(text)) else "gtest_main"
-        return Needs(pkg_config=(package,), debian_package="libgtest-dev")
+        return Needs(pkg_config=(package,), sources=(LISTENER,), debian_package="libgtest-dev")
+
+
+LISTENER = HARNESS_DIR / "gtest_listener.cpp"
 
 
 class GoogleTestParser(CaseStream):
-    def __init__(self, order: tuple[str, ...] = ()) -> None:
+    def __init__(self, order: tuple[str, ...] = (), nonce_expected: bool = False) -> None:
         super().__init__(order)
+        self.nonce_expected = nonce_expected  # built by us: the listener is in the binary
         self._detail = False  # the lines after "FILE:LINE: Failure" are its message
         self._skip_reason: list[str] | None = None
         self._closing: Summary | None = None

@@ -9,15 +9,21 @@ that and how the process ended into verdicts a user can believe:
   or a summary or exit status that disagrees with the verdicts, fails every case that
   had not failed: the run as a whole is not trustworthy;
 - a case announced twice, or given two verdicts, fails: its output cannot be attributed;
-- memory is bounded: so many cases, so many failure and log lines per case.
+- memory is bounded: so many cases, so many failure and log lines per case;
+- a run whose hook in the framework declares a nonce (`#ondevice nonce N`, see
+  docs/protocol.md) is read by its stamped lines only: the test's printed lookalikes of
+  the framework's lines are its log, and the closing line comes from that hook.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 
 from ..protocol import (
+    EXTENSION_PREFIX,
     MAX_CASES,
+    MAX_LINE_CHARS,
     BinaryVerdicts,
     CaseRecord,
     CaseTracker,
@@ -26,6 +32,12 @@ from ..protocol import (
     Verdict,
     case_verdict,
 )
+
+_NONCE = re.compile(r"[0-9a-f]{8,32}$")
+_VERDICTS = {"passed": Outcome.PASSED, "failed": Outcome.FAILED, "skipped": Outcome.SKIPPED}
+MAX_PROBLEMS = 20  # stamped binary-level problems kept
+_SUMMARY_SAYS = "the closing summary says"
+_FAILED_EXIT_0 = "a case failed, but the binary exited with code 0"
 
 
 def _second_verdict(name: str, outcome: Outcome) -> str:
@@ -46,12 +58,76 @@ class CaseStream(CaseTracker):
     """Base of the harness parsers: subclasses implement line()."""
 
     exit_counts_failures = True  # the harness's main sets the exit status (not the user's)
+    nonce_expected = False  # our hook is linked into every binary: a run without a nonce is forged
 
     def __init__(self, order: tuple[str, ...] = ()) -> None:
         super().__init__()
         self.order = order  # the run order the source declares (for a format without start lines)
         self.summary: Summary | None = None
         self.conflicts: dict[str, str] = {}  # case -> why its output cannot be attributed
+        self.nonce: str | None = None  # declared by our hook: then only stamped lines count
+        self.untrusted: str | None = None  # why the run's stamped lines cannot be believed
+        self.stamped_problems: list[str] = []  # the hook's binary-level remarks
+        self.fault: str | None = None  # `#ondevice fault TEXT` from a bare-metal runtime
+
+    # -- our own lines -------------------------------------------------------
+    def feed_line(self, raw: str) -> None:
+        line = raw.rstrip()
+        if self.our_line(line):
+            return
+        if self.nonce is not None:  # the framework's lookalike lines are the running case's log
+            if self.current is not None:
+                self.current.log.append(line)
+            return
+        super().feed_line(line)
+
+    def our_line(self, line: str) -> bool:
+        """`#ondevice` lines: a nonce, a marker stamped with it, a fault. True when consumed."""
+        if not line.startswith(EXTENSION_PREFIX):
+            return False
+        verb, _, rest = line[len(EXTENSION_PREFIX) :].partition(" ")
+        if verb == "nonce":
+            self._declare(rest.strip())
+            return True
+        if verb == "fault":  # a bare-metal runtime's: it names the fault in the headline
+            self.fault = self.fault or rest.strip()[:MAX_LINE_CHARS] or "fault"
+            return False
+        if self.nonce is None or verb != self.nonce:
+            return False
+        self._stamped(rest)  # not the case's log: its failure lines say it in the message
+        return True
+
+    def _declare(self, nonce: str) -> None:
+        """The first nonce of a run, before any case, is the hook's; any other is a forgery."""
+        if self.nonce is None and not self.cases and _NONCE.match(nonce):
+            self.nonce = nonce
+        elif nonce != self.nonce:
+            self.untrusted = self.untrusted or (
+                "a second nonce, or one after the cases had begun, was printed: the test printed "
+                "pytest-ondevice's own lines, so none of this run's verdicts can be believed"
+            )
+
+    def _stamped(self, body: str) -> None:
+        """The hook's markers: `case NAME`, `fail NAME TEXT`, `skip NAME TEXT`,
+        `end NAME passed|failed|skipped`, `problem TEXT`, `summary cases=N`."""
+        kind, _, rest = body.partition(" ")
+        name, _, text = rest.partition(" ")
+        if self.summary is not None:
+            return  # after the closing line nothing moves a verdict
+        if kind == "case" and name:
+            self.start(name)
+        elif kind == "fail" and name in self.cases:
+            self.fail(text or "failed on device", name)
+        elif kind == "skip" and name in self.cases:
+            self.cases[name].skip_reason = text[:MAX_LINE_CHARS] or "skipped on device"
+        elif kind == "end" and text in _VERDICTS:
+            self.end(name, _VERDICTS[text])
+        elif kind == "problem" and len(self.stamped_problems) < MAX_PROBLEMS:
+            self.stamped_problems.append(rest[:MAX_LINE_CHARS])
+        elif kind == "summary":
+            counts = dict(p.partition("=")[::2] for p in rest.split())
+            cases = counts.get("cases", "")
+            self.close(Summary(total=int(cases) if cases.isdigit() else None))
 
     # -- what subclasses call ------------------------------------------------
     def start(self, name: str) -> CaseRecord | None:
@@ -125,6 +201,8 @@ class CaseStream(CaseTracker):
         return "", ""
 
     def verdicts(self, expected: list[str], end: RunEnd) -> BinaryVerdicts:
+        if self.fault and not end.fault:
+            end = replace(end, fault=self.fault)
         abnormal = end.abnormal()
         running = self.running(expected)
         verdicts = {name: case_verdict(record, name == running, abnormal) for name, record in self.cases.items()}
@@ -133,11 +211,21 @@ class CaseStream(CaseTracker):
             what = abnormal or "no verdict: output ended"
             verdicts[running] = Verdict(Outcome.FAILED, f"{what} while this case was running{note}", None, log)
         self._fail_unattributable(verdicts, self.conflicts)
-        problems = []
+        problems = list(self.stamped_problems)
+        untrusted = self.untrusted
+        if untrusted is None and self.nonce_expected and self.nonce is None:
+            untrusted = (
+                "the run printed no nonce: pytest-ondevice's hook in the test framework did not run "
+                "(the binary left before its framework started?), so its printed lines cannot be believed"
+            )
+        if untrusted:
+            problems.append(untrusted)
+            self._fail_the_rest(verdicts, untrusted)
         problem = self._disagreement(end, verdicts, running)
         if problem:
             problems.append(problem)
-            self._fail_the_rest(verdicts, problem)
+            if not self._lenient(problem):
+                self._fail_the_rest(verdicts, problem)
         return self._settle(expected, verdicts, end, self.summary is not None, problems, {})
 
     def _disagreement(self, end: RunEnd, verdicts: dict[str, Verdict], running: str | None) -> str | None:
@@ -157,12 +245,17 @@ class CaseStream(CaseTracker):
         counted = self._counted(verdicts)
         for field, said in vars(self.summary).items():
             if said is not None and said != counted[field]:
-                return f"the closing summary says {said} {field}, but the output shows {counted[field]}"
+                return f"{_SUMMARY_SAYS} {said} {field}, but the output shows {counted[field]}"
         if end.exit_code not in (None, 0) and not failed:
             return f"every case passed, but the binary exited with code {end.exit_code}"
         if self.exit_counts_failures and failed and end.exit_code == 0:
-            return "a case failed, but the binary exited with code 0"
+            return _FAILED_EXIT_0
         return None
+
+    def _lenient(self, problem: str) -> bool:
+        """With verdicts from the framework's hook, a summary or an exit status more lenient
+        than they are is the binary's failure alone: each case keeps its own verdict."""
+        return self.nonce is not None and problem.startswith((_SUMMARY_SAYS, _FAILED_EXIT_0))
 
     def _counted(self, verdicts: dict[str, Verdict]) -> dict[str, int]:
         """What the output showed, in the closing summary's terms (before any verdict was
