@@ -158,6 +158,11 @@ class Transport(ABC):
         self.close()
         self.open()
 
+    def healthy(self) -> bool | None:
+        """Whether the device answers now (asked after an error that struck while a binary
+        ran, to tell a device's fault from the binary's); None: this transport cannot tell."""
+        return None
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release the device; remove scratch files; never raise."""
 
@@ -203,6 +208,10 @@ class Combined(Transport):
     def reopen(self) -> None:
         self.loader.reopen()
         self.console.reopen()
+
+    def healthy(self) -> bool | None:
+        answers = [self.loader.healthy(), self.console.healthy()]
+        return False if False in answers else (True if True in answers else None)
 
     def close(self) -> None:
         self.console.close()

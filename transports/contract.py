@@ -19,6 +19,10 @@ class InfrastructureError(Exception):
     """The device or the way to it failed (down, refused, dropped): not the test's fault."""
 
     retryable = False  # True: a fresh connection may well succeed (a dropped link)
+    # True: it struck while the binary ran, so the binary itself may have caused it (killed
+    # its parent, exhausted the device's memory): the runner asks the device's health
+    # before it blames the device, and a rerun after it is flagged
+    binary_started = False
 
 
 class ConnectionLost(InfrastructureError):

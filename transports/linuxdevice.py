@@ -19,15 +19,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import Transport, device_cache
+from . import Transport, device_cache, exec_check
 from .contract import CacheEntryLost, ConnectionLost, Deployed, InfrastructureError, OnBytes, RunEnd
 from .keeper import Keeper
 from .runloop import Stream, drive
 
 PATH = "/usr/local/bin:/usr/bin:/bin"
 DEFAULT_CACHE_ENTRIES = 64
-HEAD_BYTES = 512
-EXEC_FORMAT = re.compile(r"[Ss]yntax error|cannot execute binary file|[Ee]xec format error")
 
 
 class RunStream(Stream):
@@ -53,6 +51,8 @@ class LinuxDevice(Transport):
         self._deploy_lock = threading.Lock()
         self._runs = 0
         self._running: dict[str, str] = {}  # run token -> pid file, for close()
+        self.exec_info = exec_check.DeviceExec()  # what the kernel runs: asked once per session
+        self._wrapper_header: bytes | None = None
 
     # -- what a subclass brings ----------------------------------------------------------
     @abstractmethod
@@ -81,6 +81,8 @@ class LinuxDevice(Transport):
         self.scratch = f"{self.root}/{device_cache.SESSIONS}/{self.sid}"
         self._exec(device_cache.start_session(self.scratch, self.sid))  # the keeper owns it from here
         self._exec(device_cache.sweep(self.root))  # what sessions killed earlier left: processes, dirs
+        with contextlib.suppress(InfrastructureError):
+            self.exec_info = exec_check.DeviceExec.parse(self._exec(exec_check.PROBE))
         if self.cache is None:
             self.cache = device_cache.DeviceCache(self.root, self.scratch, self._exec)
             self.cache.list_held(fs)
@@ -92,6 +94,9 @@ class LinuxDevice(Transport):
         if self.keeper is None:
             raise ConnectionLost(f"{self.where}: not connected")
         return self.keeper.exec(command)
+
+    def healthy(self) -> bool:
+        return self._alive()
 
     def _alive(self) -> bool:
         try:
@@ -110,6 +115,7 @@ class LinuxDevice(Transport):
     def deploy(self, artifact: Path, sha256: str, data: Sequence[Path] = ()) -> Deployed:
         if self.cache is None:
             raise ConnectionLost(f"{self.where}: not connected")
+        self._check_exec_format(artifact)
         try:
             with self._deploy_lock:
                 return self.cache.place(self._fs("deploy"), artifact, sha256, data)
@@ -134,19 +140,15 @@ class LinuxDevice(Transport):
         stream = self._start_run(self._run_command(deployed, args, pidfile, token))
         with self._lock:
             self._running[token] = pidfile
-        head = bytearray()  # the start of the output: what a shell says about a file it cannot run
-
-        def watch(data: bytes) -> None:
-            if len(head) < HEAD_BYTES:
-                head.extend(data[: HEAD_BYTES - len(head)])
-            on_bytes(data)
-
         end: RunEnd | None = None
         try:
-            end = drive(stream, timeout, watch, self.stop, kill=lambda: self._kill_run(pidfile, token))
+            try:
+                end = drive(stream, timeout, on_bytes, self.stop, kill=lambda: self._kill_run(pidfile, token))
+            except InfrastructureError as e:
+                e.binary_started = True  # lost while the binary ran: it may have been the cause
+                raise
             if end.timed_out is None:
                 self._check_preflight(stream.errors(), deployed)  # a child it left running ends with the session
-                self._check_exec_format(bytes(head), end, deployed)
         except BaseException:
             if end is None or end.timed_out is None:  # Ctrl-C, a lost link or our own error: leave nothing behind
                 with contextlib.suppress(Exception):
@@ -206,22 +208,43 @@ class LinuxDevice(Transport):
             }.get(what, f"{self.where}: cannot run {name}: {what}")
         )
 
-    def _check_exec_format(self, head: bytes, end: RunEnd, deployed: Deployed) -> None:
+    def _check_exec_format(self, artifact: Path) -> None:
         """A file the kernel cannot execute (another architecture, or qemu-user without
-        binfmt_misc for it) is handed by execvp to sh as a script, which stops at once with
-        a syntax error naming the file: the device's problem, not a failing test."""
-        program = (wrapper_words(self.options.get("exec_wrapper")) or [deployed.path])[0]
-        line = head.split(b"\n", 1)[0].decode(errors="replace").strip()
-        if end.exit_code not in (2, 126) or not line.startswith(program + ":") or not EXEC_FORMAT.search(line):
+        binfmt_misc for it) is an error of the device, found before anything runs: from the
+        ELF header of what is exec'd (the binary, or the exec_wrapper) and what the device
+        said of itself, never from the run's output, which the test writes."""
+        wrapper = wrapper_words(self.options.get("exec_wrapper"))
+        if wrapper:
+            program, header = wrapper[0], self._header_of_wrapper(wrapper[0])
+        else:
+            program = artifact.name
+            with open(artifact, "rb") as f:
+                header = f.read(exec_check.HEADER_BYTES)
+        if self.exec_info.can_exec(header) is not False:
             return
         name = program.rsplit("/", 1)[-1]
         arch = getattr(self.board, "arch", "") or "its"
         raise InfrastructureError(
-            f"{self.where}: the device cannot execute {name}: the kernel refused the file (exec format error) "
-            f"and sh read it as a script ({line!r}). Is the device's architecture (`uname -m` there) the board's "
-            f"({arch})? A device that runs {arch} binaries through qemu-user needs binfmt_misc registered for "
-            "them, or the emulator as the board's exec_wrapper"
+            f"{self.where}: the device cannot execute {name}: it is {exec_check.describe(header)}, and the "
+            f"device's kernel ({self.exec_info.machine}) has no binfmt_misc handler for it. Is the device's "
+            f"architecture the board's ({arch})? A device that runs {arch} binaries through qemu-user needs "
+            "binfmt_misc registered for them, or the emulator as the board's exec_wrapper"
         )
+
+    def _header_of_wrapper(self, wrapper: str) -> bytes:
+        """The first bytes of the exec_wrapper on the device, read once per session
+        (b"": cannot tell, e.g. no `od` there; a missing wrapper is the pre-flight's to say)."""
+        if self._wrapper_header is None:
+            q = shlex.quote(wrapper)
+            try:
+                out = self._exec(
+                    f"p=$(PATH={self.path_env} command -v {q}) && od -An -tx1 -N{exec_check.HEADER_BYTES} "
+                    '"$p" 2>/dev/null; true'
+                )
+                self._wrapper_header = bytes.fromhex("".join(out.split()))
+            except (InfrastructureError, ValueError):
+                self._wrapper_header = b""
+        return self._wrapper_header
 
     def _kill_run(self, pidfile: str, token: str) -> None:
         """The binary's process group, and every process carrying its token (a setsid() child too)."""
