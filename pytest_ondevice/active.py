@@ -23,6 +23,7 @@ from .items import FOUND_AT_RUN, DeviceInfrastructureError, OnDeviceFile, RustFi
 from .keys import BASELINE_KEY, SESSION_KEY, fleet_path, selected_boards
 from .lease import identity
 from .plugin import registry
+from .reruns import RerunSummary
 from .runner import OnDeviceSession, Settings
 from .schema import ConfigError
 from .transports import InfrastructureError
@@ -88,6 +89,8 @@ def activate(config: pytest.Config) -> None:
     if _runs_tests_here(config):  # connect while pytest collects and checks the build cache
         session.connect([reg.get(name) for name in boards])
     config.pluginmanager.register(OnDevicePlugin(), "ondevice-session")
+    if not hasattr(config, "workerinput"):  # the controller shows what workers report
+        config.pluginmanager.register(RerunSummary(), "ondevice-reruns")
     history = config.getoption("history")
     if history and not hasattr(config, "workerinput"):  # the controller records what workers report
         from .history import HistoryRecorder

@@ -105,6 +105,10 @@ class RustFile(pytest.File):
         seen: set[str] = set()
         for target in targets:
             cases = [c for c in target.cases if c.file == mine and c.name not in seen]
+            if target.all_unnamed and target.root.resolve() == mine:
+                # every test is made by a macro: one item builds and runs the binary, and the
+                # tests it runs are reported as found on the device (as for a C file)
+                cases = [cargo.RustCase(BINARY_ITEM, mine, 1, False)]
             if not cases:
                 continue
             seen.update(c.name for c in cases)
@@ -219,10 +223,17 @@ class OnDeviceItem(DeviceVerdictItem):
         self.user_properties.extend(_ran_on(result))
         if result.retried:  # infrastructure trouble first, then a verdict from another device
             self.user_properties.append(("retried_after", "; ".join(result.retried)))
+        self.user_properties.extend(_rerun_properties(result))
         if fresh:
             _report_found_on_device(self, result)
         if result.infra_error:
             raise DeviceInfrastructureError(f"{self.spec.board.name}: {self._result.infra_error}")
+        if result.reruns and _strict_reruns(self.config) and self._verdict().outcome is Outcome.PASSED:
+            raise DeviceInfrastructureError(
+                f"{self.spec.board.name}: {self.case} passed only after its binary ran "
+                f"{len(result.reruns) + 1} times (--strict-reruns makes that an error): "
+                + "; ".join(f"cut short on {r.describe()}" for r in result.reruns)
+            )
 
     def runtest(self) -> None:
         result = self._result
@@ -237,7 +248,7 @@ class OnDeviceItem(DeviceVerdictItem):
             raise CaseFailed(f"build failed for board {self.spec.board.name}:\n{result.build_error}")
         if result.verdicts is None:  # --build-only
             pytest.skip(f"built, not run (--build-only): {result.artifact.path}")
-        verdict = result.verdicts.cases[self.case] if self.spec.cases else _binary_verdict(result)
+        verdict = self._verdict()
         if self.also_at and verdict.outcome is Outcome.FAILED:
             lines = ", ".join(map(str, (self.line, *self.also_at)))
             verdict = replace(verdict, message=f"{self.case} is declared at lines {lines}\n{verdict.message}")
@@ -245,6 +256,13 @@ class OnDeviceItem(DeviceVerdictItem):
         if verdict.outcome is Outcome.PASSED and regressions:
             raise CaseFailed("\n".join(regressions))
         self.raise_unless_passed(verdict, _failure_text(verdict, result))
+
+    def _verdict(self) -> Verdict:
+        result = self._result
+        assert result is not None
+        if result.verdicts is None:
+            return Verdict(Outcome.FAILED, result.build_error or "")
+        return result.verdicts.cases[self.case] if self.spec.cases else _binary_verdict(result)
 
     def _attach_benches(self, result: BinaryResult) -> list[str]:
         """Latency records ride on the report (JUnit XML properties, xdist, --bench-json);
@@ -300,6 +318,26 @@ def _failure_text(verdict: Verdict, result: BinaryResult) -> tuple[str, tuple[st
     if verdict.location:
         lines.append(f"at {verdict.location[0]}:{verdict.location[1]}")
     return "\n".join(lines), ((f"device log: {result.log_path}",) if result.log_path else ())
+
+
+def _rerun_properties(result: BinaryResult) -> list[tuple[str, str]]:
+    """Each attempt cut short and run again, and whether the binary may have caused it:
+    ("rerun", ...) once per attempt, ("flaky", ...) once (JUnit, --history, the terminal)."""
+    props = [("rerun", rerun.describe()) for rerun in result.reruns]
+    started = [r.device for r in result.reruns if r.binary_started]
+    if started:
+        props.append(
+            (
+                "flaky",
+                f"it broke off on {', '.join(dict.fromkeys(started))} while the binary ran (the binary may "
+                "have caused it), then ran again",
+            )
+        )
+    return props
+
+
+def _strict_reruns(config: pytest.Config) -> bool:
+    return bool(config.getoption("strict_reruns", False) or config.getini("ondevice_strict_reruns"))
 
 
 def _ran_on(result: BinaryResult) -> list[tuple[str, str]]:

@@ -120,6 +120,13 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
         action="store_true",
         help="build every selected binary (size checks included) but run nothing",
     )
+    group.addoption(
+        "--strict-reruns",
+        action="store_true",
+        default=False,
+        help="a case that passed only after its binary was run again (after a dropped connection, or on "
+        "another device) is an error, not a pass (ini: ondevice_strict_reruns)",
+    )
     group.addoption("--list-boards", action="store_true", help="list known boards and their status, then exit")
     group.addoption(
         "--ondevice-doctor",
@@ -140,6 +147,12 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
     )
     parser.addini("ondevice_cache_size", "trim the build cache to this size at session end (e.g. 5G)", default="5G")
     parser.addini("ondevice_retries", "extra attempts after a dropped device connection", default="1")
+    parser.addini(
+        "ondevice_strict_reruns",
+        "a pass that needed a rerun is an error (as --strict-reruns)",
+        type="bool",
+        default=False,
+    )
     parser.addini("ondevice_log_max", "keep this much of each device log file, head and tail (e.g. 8M)", default="8M")
     for ini, transport in _transport_ini():
         parser.addini(ini, f"an option of the {transport} transport (see its board-file keys)", default="")

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import glob
 import os
 import tempfile
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -56,6 +57,21 @@ class BinarySpec:
         return (self.board.name, self.source)
 
 
+@dataclass(frozen=True)
+class Rerun:
+    """An attempt cut short by an infrastructure error and run again (on the same device
+    after a reconnect, or on another one): never hidden (terminal, JUnit, history)."""
+
+    device: str
+    cause: str
+    log_path: Path | None
+    binary_started: bool  # it broke while the binary ran: the binary may have done it
+
+    def describe(self) -> str:
+        log = f" (log: {self.log_path})" if self.log_path else ""
+        return f"{self.device}: {self.cause}{log}"
+
+
 @dataclass
 class BinaryResult:
     verdicts: BinaryVerdicts | None = None
@@ -67,6 +83,8 @@ class BinaryResult:
     timeout: float | None = None
     device: Device | None = None  # where it ran (the last device tried)
     retried: list[str] | None = None  # "device: error" of the devices it failed on first
+    reruns: list[Rerun] = field(default_factory=list)  # the attempts before this one, oldest first
+    binary_started: bool = False  # the infra_error struck while the binary ran
 
 
 @dataclass
@@ -287,10 +305,15 @@ class OnDeviceSession:
 
     def _run_on_a_device(self, spec: BinarySpec, artifact: Artifact, timeout: float, data) -> BinaryResult:
         """Lease a device of the board and run there; after an infrastructure error, run
-        again on another device of the board (fleet `retries` times at most), striking the
-        device that failed: K strikes and it is out for the rest of the run."""
+        again on another device of the board (fleet `retries` times at most).
+
+        The device is struck for an error that was its own (see quarantine.py): K strikes
+        and it is out for the rest of the run. A binary whose errors two devices met, each
+        healthy right after, is the suspect: it errors, naming both, and moves no further."""
         devices = self.fleet.for_board(spec.board.name)
         failed: list[str] = []  # "device: error" of each device it could not run on
+        earlier: list[Rerun] = []  # every attempt cut short, oldest first
+        healthy_after: dict[str, str] = {}  # device -> error it met while healthy
         tried: set[str] = set()
         result = BinaryResult()
         for _ in range(1 + (self.fleet.retries if len(devices) > 1 else 0)):
@@ -306,29 +329,50 @@ class OnDeviceSession:
             except PlaceError as e:  # that device's place is unusable: strike it, try another
                 tried.add(e.device.name)
                 failed.append(f"{e.device.name}: {e}")
+                earlier.append(Rerun(e.device.name, str(e), None, False))
                 result = BinaryResult(infra_error=str(e), artifact=artifact, device=e.device)
                 self.quarantine.strike(e.device.name, str(e))
                 continue
             except InfrastructureError as e:
                 if not failed:
-                    return BinaryResult(infra_error=str(e), artifact=artifact)
+                    return BinaryResult(infra_error=str(e), artifact=artifact, reruns=earlier[:-1])
                 failed.append(f"then no other device: {e}")
                 break
             with lease:
                 self._follow(lease.device)
                 result = self._run_leased(spec, lease, artifact, timeout, data)
+            earlier.extend(result.reruns)
             if result.infra_error is None:
                 result.retried = failed or None  # the report says it ran here after these
+                result.reruns = earlier
                 return result
-            tried.add(lease.device.name)
-            failed.append(f"{lease.device.name}: {result.infra_error}")
-            if self.quarantine.strike(lease.device.name, result.infra_error):
+            name = lease.device.name
+            tried.add(name)
+            failed.append(f"{name}: {result.infra_error}")
+            earlier.append(Rerun(name, result.infra_error, result.log_path, result.binary_started))
+            if result.binary_started and self._healthy(lease.device):
+                self.quarantine.strike(name, result.infra_error, binary=f"{spec.board.name}:{spec.rel}")
+                healthy_after[name] = result.infra_error
+                if len(healthy_after) > 1:
+                    self.quarantine.accuse(f"{spec.board.name}:{spec.rel}")
+                    result.infra_error = _suspect(spec, healthy_after)
+                    break
+            elif self.quarantine.strike(name, result.infra_error):
                 self._forget_transport(lease.device)
             if self.stopping.is_set():
                 break
-        if len(devices) > 1:
+        result.reruns = earlier[:-1]  # the last attempt is the error itself
+        if len(devices) > 1 and len(healthy_after) < 2:
             result.infra_error = f"tried on {len(tried)} device(s): " + "; ".join(failed)
         return result
+
+    def _healthy(self, device: Device) -> bool:
+        """After an error that struck while a binary ran: does the device still answer (a
+        fresh connection, a command run)? Then the binary may well have caused it."""
+        try:
+            return self._transport(device).healthy() is not False
+        except Exception:
+            return False
 
     def _follow(self, device: Device) -> None:
         """A labgrid place may be matched to another resource between leases: reconnect there."""
@@ -350,15 +394,18 @@ class OnDeviceSession:
         return f"every device of board {board} is quarantined for the rest of this run: {', '.join(parts)}"
 
     def _run_leased(self, spec: BinarySpec, lease: Lease, artifact: Artifact, timeout: float, data) -> BinaryResult:
-        """Deploy and run on one leased device; a dropped connection is reopened and run again."""
+        """Deploy and run on one leased device; a dropped connection is reopened and run
+        again, keeping the log of every attempt."""
         device = lease.device
         several = len(self.fleet.for_board(spec.board.name)) > 1
         logs = self.settings.build_root / spec.board.name / "logs"
         log_path = (logs / device.name if several else logs) / f"{spec.rel}.log"
         prefix = f"{spec.board.name}@{device.name}" if several else spec.board.name
         attempts = 1 + max(0, self.settings.retries)
+        reruns: list[Rerun] = []
         lost = ""  # why the previous attempt was cut short
         harness = formats.named(spec.format)
+        _remove_attempt_logs(log_path)
         for attempt in range(1, attempts + 1):
             parser = harness.parser(spec.cases)
             log = DeviceLog(log_path, prefix, parser.feed_line, self.live, self.settings.log_max)
@@ -370,20 +417,30 @@ class OnDeviceSession:
             except InfrastructureError as e:
                 log.close()
                 message = f"{lost}; then, on attempt {attempt}: {e}" if lost else str(e)
+                started = e.binary_started or any(r.binary_started for r in reruns)
                 if e.retryable and attempt < attempts:  # a dropped connection: reconnect, run again
                     lost = str(e)
+                    reruns.append(Rerun(device.name, str(e), _keep_attempt_log(log_path, attempt), e.binary_started))
                     try:
                         self._transport(device).reopen()
                         continue
                     except InfrastructureError as again:
                         message = f"{lost}; then, reconnecting: {again}"
+                        reruns.pop()
                 if e.retryable:
                     self._forget_transport(device)
-                return BinaryResult(infra_error=message, log_path=log_path, artifact=artifact, device=device)
+                return BinaryResult(
+                    infra_error=message,
+                    log_path=log_path,
+                    artifact=artifact,
+                    device=device,
+                    reruns=reruns,
+                    binary_started=started,
+                )
             log.close(end)
             verdicts = parser.verdicts(list(spec.cases), end)
             self._skip_compiled_out(spec, verdicts)
-            return BinaryResult(verdicts, None, None, log_path, end, artifact, timeout, device)
+            return BinaryResult(verdicts, None, None, log_path, end, artifact, timeout, device, reruns=reruns)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _skip_compiled_out(self, spec: BinarySpec, verdicts: BinaryVerdicts) -> None:
@@ -503,6 +560,36 @@ class OnDeviceSession:
         self.builder.close(self.settings.cache_max_size)
         if self._own_run_dir is not None:
             self._own_run_dir.cleanup()
+
+
+def _suspect(spec: BinarySpec, errors: dict[str, str]) -> str:
+    names = " and ".join(errors)
+    each = "; ".join(f"{device}: {error}" for device, error in errors.items())
+    return (
+        f"{spec.rel} is the suspect, not the devices: it broke off on {names}, each of which answered a health "
+        f"check right after ({each}). It was not moved to another device, and no device was struck for it"
+    )
+
+
+def _attempt_log(log_path: Path, attempt: int) -> Path:
+    return log_path.with_name(f"{log_path.name.removesuffix('.log')}.attempt{attempt}.log")
+
+
+def _keep_attempt_log(log_path: Path, attempt: int) -> Path | None:
+    """An attempt's log, kept under its own name before the next attempt writes the log."""
+    kept = _attempt_log(log_path, attempt)
+    try:
+        os.replace(log_path, kept)
+    except OSError:
+        return None
+    return kept
+
+
+def _remove_attempt_logs(log_path: Path) -> None:
+    """Another session's attempt logs of this binary would be read as this one's."""
+    with contextlib.suppress(OSError):
+        for old in log_path.parent.glob(f"{glob.escape(log_path.name.removesuffix('.log'))}.attempt*.log"):
+            old.unlink()
 
 
 def device_table(board: Board, device: Device | None, from_fleet: bool = False) -> tuple[dict, str | None]:

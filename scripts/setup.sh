@@ -53,7 +53,8 @@ if ((RUST)); then
   # Rust test binaries for the ARM Linux boards: cargo test --target aarch64-unknown-linux-gnu
   # links against Debian's std for arm64 (multiarch), found by /usr/bin/cargo, not rustup's.
   RUST_PACKAGES+=(rustc cargo libstd-rust-dev:arm64
-                  librust-pkg-config-dev)  # build.rs of examples/rust/cdot-sys, from /usr/share/cargo/registry
+                  librust-pkg-config-dev  # build.rs of examples/rust/cdot-sys, from /usr/share/cargo/registry
+                  librust-itoa-dev)  # a real crate whose tests a macro makes (tests/test_rust_macros.py)
 fi
 if ((ARM64_LIBS)); then
   RUST_PACKAGES+=(libgtest-dev:arm64 libcpputest-dev:arm64)  # found by the arm64 boards' pkg-config

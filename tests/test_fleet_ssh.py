@@ -144,14 +144,14 @@ def test_a_board_whose_every_device_is_down_ends_at_once_with_one_clear_error(fa
 def test_doctor_says_which_device_answers_and_why_not(farm):
     fleet_file(farm, "pi-1", "dead-pi")
     result = farm.pytester.runpytest("--ondevice-doctor", "--fleet=farm.toml", "-p", "no:cacheprovider", *QUIET)
-    assert result.ret == 0  # the board can run: one of its devices answers
+    assert result.ret == 10  # the board can run (one of its devices answers), but a device cannot be used
     result.stdout.fnmatch_lines(
         [
             f"{farm.board} * found: aarch64-linux-gnu-gcc*ssh*",
             "device * board * address * status * why / how to fix",
             "pi-1 * pi-1 * reachable * opened in *",
             "dead-pi * dead-pi * unreachable * cannot connect*",
-            "doctor: every board can run (2 device(s) checked)",
+            "doctor: every board can run, but 1 of 2 device(s) cannot be used: dead-pi (exit status 10)",
         ]
     )
     fleet_file(farm, "dead-pi")
