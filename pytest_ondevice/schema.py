@@ -55,7 +55,8 @@ def load_toml(path: Path) -> dict[str, Any]:
 def not_utf8(path: Path, raw: bytes, error: UnicodeDecodeError) -> str:
     """Where the first byte that is not UTF-8 is, as an editor counts (line and column from 1)."""
     line = raw.count(b"\n", 0, error.start) + 1
-    column = error.start - (raw.rfind(b"\n", 0, error.start) + 1) + 1
+    before = raw[raw.rfind(b"\n", 0, error.start) + 1 : error.start]  # valid UTF-8: the error is the first
+    column = len(before.decode("utf-8")) + 1  # in characters, as an editor counts them
     byte = raw[error.start]
     return (
         f"{path}:{line}: not UTF-8: byte 0x{byte:02x} at column {column} "

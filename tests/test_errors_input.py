@@ -87,3 +87,13 @@ def test_a_lease_dir_that_cannot_be_made_is_a_usage_error_naming_it(project):
         [f"ERROR: cannot create the lease directory {project.path}/not-a-dir/leases: Not a directory (set lease_dir*"]
     )
     _no_traceback(result)
+
+
+def test_the_column_is_counted_in_characters_after_valid_utf8_on_the_same_line(tmp_path):
+    from pytest_ondevice.schema import ConfigError, load_toml
+
+    path = tmp_path / "x.toml"
+    path.write_bytes(b'a = 1\nname = "caf\xc3\xa9" # \xe9t\xe9\n')  # UTF-8 "café", then a Latin-1 "été"
+    with pytest.raises(ConfigError) as e:
+        load_toml(path)
+    assert str(e.value).startswith(f"{path}:2: not UTF-8: byte 0xe9 at column 17 (")
