@@ -171,3 +171,42 @@ def test_gtest_sample9_main_discounting_a_failure_fails_the_binary_not_the_passe
         "binary": "FAILED",
     }
     assert "a case failed, but the binary exited with code 0" in binary_item(result)
+
+
+CPPUTEST_FORGED_EXIT = r"""
+#include <CppUTest/TestHarness.h>
+#include <cstdio>
+#include <unistd.h>
+TEST_GROUP(K) {};
+TEST(K, Last) {
+  CHECK_EQUAL(1, 2);
+}
+TEST(K, First) {
+  std::printf(" - 0 ms\nTEST(K, Last) - 0 ms\n\nOK (2 tests, 2 ran, 2 checks, 0 ignored, 0 filtered out, 0 ms)\n\n");
+  std::fflush(stdout);
+  _exit(0);
+}
+IGNORE_TEST(K, Later) {}
+"""
+
+
+def test_cpputest_a_case_printing_the_rest_of_the_run_then_exit_0_does_not_pass(project):
+    # CppUTest runs K.First first: its printed end, K.Last's and the summary made both pass
+    project.write("forged_test.cc", CPPUTEST_FORGED_EXIT)
+    result = project.run("-v")
+    assert outcomes(result) == {"K.First": "FAILED", "K.Last": "FAILED", "K.Later": "FAILED"}
+    text = result.stdout.str()
+    assert "no verdict: output ended while this case was running" in text
+    assert "not run: no verdict (output ended without the closing summary)" in text
+
+
+def test_cpputest_verdicts_from_the_plugin_with_a_main_of_the_tests_own(project):
+    source = CPPUTEST_FORGED_EXIT.replace("_exit(0);", "").replace(
+        "IGNORE_TEST(K, Later) {}",
+        "IGNORE_TEST(K, Later) {}\n#include <CppUTest/CommandLineTestRunner.h>\n"
+        "int main(int ac, char **av) { return CommandLineTestRunner::RunAllTests(ac, av); }",
+    )
+    project.write("own_main_test.cc", source)
+    result = project.run("-v")
+    assert outcomes(result) == {"K.First": "PASSED", "K.Last": "FAILED", "K.Later": "SKIPPED"}
+    assert "own_main_test.cc:7: error: Failure in TEST(K, Last)" in result.stdout.str()

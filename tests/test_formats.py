@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_ondevice import formats
-from pytest_ondevice.formats.cpputest import CppUTest
+from pytest_ondevice.formats.cpputest import CppUTest, CppUTestParser
 from pytest_ondevice.formats.gtest import GoogleTest, GoogleTestParser
 from pytest_ondevice.formats.unity import Unity
 from pytest_ondevice.lines import LineSplitter
@@ -246,9 +246,19 @@ def test_gtest_a_suite_level_failure_fails_the_case_that_already_ended():
 # -- CppUTest --------------------------------------------------------------------
 
 
+class _CppUTestText(CppUTest):
+    """CppUTest's printed lines alone: a recorded stream without our plugin's."""
+
+    def parser(self, order: tuple[str, ...]) -> CppUTestParser:
+        return CppUTestParser(order)
+
+
+CPPUTEST_TEXT = _CppUTestText()
+
+
 @pytest.mark.parametrize("chunk", [1, 5, 4096])
 def test_cpputest_each_case_its_own_verdict(chunk):
-    v = parse(CppUTest(), CPPUTEST, CPPUTEST_NAMES, RunEnd(exit_code=1), chunk)
+    v = parse(CPPUTEST_TEXT, CPPUTEST, CPPUTEST_NAMES, RunEnd(exit_code=1), chunk)
     assert outcomes(v) == {"Grp.Crash": "passed", "Grp.Later": "skipped", "Grp.Fails": "failed", "Grp.Passes": "passed"}
     assert v.problems == []
     fails = v.cases["Grp.Fails"]
@@ -258,17 +268,17 @@ def test_cpputest_each_case_its_own_verdict(chunk):
 
 
 def test_cpputest_crash_names_the_running_case():
-    v = parse(CppUTest(), b"TEST(Grp, Crash) - 0 ms\nTEST(Grp, Fails)", CPPUTEST_NAMES, RunEnd(signal="SIGSEGV"))
+    v = parse(CPPUTEST_TEXT, b"TEST(Grp, Crash) - 0 ms\nTEST(Grp, Fails)", CPPUTEST_NAMES, RunEnd(signal="SIGSEGV"))
     assert "crashed: killed by SIGSEGV while this case was running" in v.cases["Grp.Fails"].message
     assert v.cases["Grp.Crash"].outcome is Outcome.PASSED
     assert v.cases["Grp.Passes"].message.startswith("not run: crashed")
 
 
 def test_cpputest_exit_code_is_the_failure_count():
-    v = parse(CppUTest(), CPPUTEST, CPPUTEST_NAMES, RunEnd(exit_code=0))
+    v = parse(CPPUTEST_TEXT, CPPUTEST, CPPUTEST_NAMES, RunEnd(exit_code=0))
     assert v.cases["Grp.Passes"].outcome is Outcome.FAILED
     ok = CPPUTEST.replace(b"Errors (1 failures", b"Errors (2 failures")
-    v = parse(CppUTest(), ok, CPPUTEST_NAMES, RunEnd(exit_code=2))
+    v = parse(CPPUTEST_TEXT, ok, CPPUTEST_NAMES, RunEnd(exit_code=2))
     assert "the closing summary says 2 failed, but the output shows 1" in v.cases["Grp.Passes"].message
 
 

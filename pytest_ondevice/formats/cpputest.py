@@ -1,7 +1,14 @@
 """CppUTest: `TEST(Group, Name)` / `IGNORE_TEST`, run verbosely (`-v`) so each case has a
 start (`TEST(Group, Name)`) and an end (` - N ms`, on the same line or after the case's
 own output). CppUTest runs a file's tests in reverse order of definition and exits with
-the number of failures; a source without main gets CppUTest's usual one."""
+the number of failures; a source without main gets CppUTest's usual one.
+
+Every binary links our plugin (harness/cpputest_plugin.cpp): it declares a per-run nonce and
+stamps each case's start and end (from the plugin's pre- and post-test actions) and the
+closing line (after the framework returned), so a test that prints CppUTest's lines and
+leaves with `_exit(0)` reports nothing. CppUTest's printed failure lines still give the
+failure text (they can only fail the case they name). The text parser reads a recorded
+stream without the plugin's lines."""
 
 from __future__ import annotations
 
@@ -33,17 +40,34 @@ class CppUTest(Format):
         return tuple(c.name for c in reversed(cases))
 
     def parser(self, order: tuple[str, ...]) -> CppUTestParser:
-        return CppUTestParser(order)
+        return CppUTestParser(order, nonce_expected=True)
 
     def needs(self, text: str) -> Needs:
         main = () if has_main(code_of(text)) else (HARNESS_DIR / "cpputest_main.cpp",)
-        return Needs(pkg_config=("cpputest",), sources=main, debian_package="libcpputest-dev")
+        return Needs(pkg_config=("cpputest",), sources=(PLUGIN, *main), debian_package="libcpputest-dev")
+
+
+PLUGIN = HARNESS_DIR / "cpputest_plugin.cpp"
 
 
 class CppUTestParser(CaseStream):
-    def __init__(self, order: tuple[str, ...] = ()) -> None:
+    def __init__(self, order: tuple[str, ...] = (), nonce_expected: bool = False) -> None:
         super().__init__(order)
+        self.nonce_expected = nonce_expected  # built by us: the plugin is in the binary
         self._detail = False
+        self._detail_of: str | None = None  # with a nonce: the case the failure text is about
+
+    def unstamped(self, line: str) -> None:
+        """With the plugin's verdicts, CppUTest's failure lines still say why (a memory
+        leak is reported after the plugin's post-test action: it fails the case it names)."""
+        m = _FAILURE.search(line)
+        if m:
+            self._detail_of = f"{m.group(2)}.{m.group(3)}"
+            self.fail(f"{m.group(1)}: error: Failure in TEST({m.group(2)}, {m.group(3)})", self._detail_of)
+        elif self._detail_of is not None and line.startswith("\t"):
+            self.fail(line.strip(), self._detail_of)
+        else:
+            self._detail_of = None
 
     def line(self, line: str) -> None:
         m = _START.match(line)

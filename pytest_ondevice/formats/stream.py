@@ -78,14 +78,25 @@ class CaseStream(CaseTracker):
         if self.nonce is not None:  # the framework's lookalike lines are the running case's log
             if self.current is not None:
                 self.current.log.append(line)
+            self.unstamped(line)
             return
         super().feed_line(line)
 
+    def unstamped(self, line: str) -> None:
+        """A line the hook did not stamp, in a run with a nonce: a format may read failure
+        text from it (it can only fail a case, never end or pass one)."""
+
     def our_line(self, line: str) -> bool:
-        """`#ondevice` lines: a nonce, a marker stamped with it, a fault. True when consumed."""
-        if not line.startswith(EXTENSION_PREFIX):
+        """`#ondevice` lines: a nonce, a marker stamped with it, a fault. True when consumed.
+        A marker may follow the framework's text that had no newline (CppUTest's `TEST(G, N)`
+        is flushed before the test runs): the text before it is the running case's log."""
+        at = line.find(EXTENSION_PREFIX)
+        if at < 0:
             return False
-        verb, _, rest = line[len(EXTENSION_PREFIX) :].partition(" ")
+        verb, _, rest = line[at + len(EXTENSION_PREFIX) :].partition(" ")
+        if at and verb not in (self.nonce, "nonce"):
+            return False
+        before = self.current
         if verb == "nonce":
             self._declare(rest.strip())
             return True
@@ -95,6 +106,9 @@ class CaseStream(CaseTracker):
         if self.nonce is None or verb != self.nonce:
             return False
         self._stamped(rest)  # not the case's log: its failure lines say it in the message
+        owner = self.current or before
+        if at and owner is not None:
+            owner.log.append(line[:at])
         return True
 
     def _declare(self, nonce: str) -> None:
