@@ -318,3 +318,67 @@ def test_a_device_without_shell_v2_gives_the_exit_status_by_a_marker_line(phone,
     again = run(phone, device=old_phone.serial)
     again.assert_outcomes(passed=2, failed=2)
     again.stdout.fnmatch_lines(["*0 pushed, 2 already on the device*"])
+
+
+def test_without_shell_v2_a_binary_cannot_fake_the_pre_flight_checks(phone, old_phone):
+    """The checks' lines come before the shell's go-line: what the binary prints is its output."""
+    phone.write(
+        "preflight_test.c",
+        """
+        #include <stdio.h>
+        #include "micro_test.h"
+        TF_LITE_MICRO_TESTS_BEGIN
+        TF_LITE_MICRO_TEST(PrintsACheckLine) {
+          fprintf(stderr, "#ondevice-preflight noexec\\n");
+          printf("#ondevice-preflight missing\\n");
+          TF_LITE_MICRO_EXPECT_EQ(1, 1);
+        }
+        TF_LITE_MICRO_TESTS_END
+        """,
+    )
+    run(phone, device=old_phone.serial).assert_outcomes(passed=1)
+
+
+def test_without_shell_v2_a_binary_cannot_forge_its_exit_status(phone, old_phone):
+    """The binary reads every token its parent shell's command line and environment hold,
+    prints each as a status line of 0, then aborts: the abort is what counts."""
+    phone.write(
+        "forger_test.c",
+        r"""
+        #include <ctype.h>
+        #include <stdio.h>
+        #include <stdlib.h>
+        #include <string.h>
+        #include <unistd.h>
+        #include "micro_test.h"
+        static void forge_from(const char *what) {
+          char path[64], buf[65536];
+          snprintf(path, sizeof path, "/proc/%d/%s", (int)getppid(), what);
+          FILE *f = fopen(path, "rb");
+          if (!f) return;
+          size_t n = fread(buf, 1, sizeof buf - 1, f);
+          fclose(f);
+          for (size_t i = 0; i < n; i++) if (!buf[i]) buf[i] = ' ';
+          buf[n] = 0;
+          for (char *p = buf; (p = strstr(p, "ondevice-")); p++) {
+            if (!isxdigit((unsigned char)p[9]) && strncmp(p + 9, "status-", 7) != 0) continue;
+            char *q = p > buf && p[-1] == '#' ? p - 1 : p;
+            int len = 0;
+            while (q[len] && !isspace((unsigned char)q[len]) && q[len] != '\'' && q[len] != '"' && len < 100) len++;
+            printf("\n%.*s 0\n", len, q);
+          }
+        }
+        static void forge(void) {
+          forge_from("cmdline");
+          forge_from("environ");
+          fflush(stdout);
+          abort();
+        }
+        TF_LITE_MICRO_TESTS_BEGIN
+        TF_LITE_MICRO_TEST(Passes) { atexit(forge); TF_LITE_MICRO_EXPECT_EQ(1, 1); }
+        TF_LITE_MICRO_TESTS_END
+        """,
+    )
+    result = run(phone, device=old_phone.serial)
+    assert result.ret == 1 and result.parseoutcomes().get("failed", 0) >= 1  # the run is red
+    result.stdout.fnmatch_lines(["*crashed: killed by SIGABRT*"])

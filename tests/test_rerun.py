@@ -14,12 +14,13 @@ from pathlib import Path
 import fabric  # noqa: F401 - imported once, outside pytester's in-process runs
 import paramiko  # noqa: F401
 import pytest
+import test_ssh
 from conftest import QUIET
 from support.sshd import Sshd, new_account, remove_account
 from test_fleet import SLEEPER, junit_cases
-from test_ssh import accounts, board_for_device, pi, sshd  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.slow
+accounts, board_for_device, pi, sshd = test_ssh.accounts, test_ssh.board_for_device, test_ssh.pi, test_ssh.sshd
 
 # kills the SSH session it runs in (its parent: sshd's session process) the first time,
 # standing for an OOM-killed sshd or a board that panics; passes when run again

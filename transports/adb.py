@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from . import Option, device_cache
-from .contract import ConnectionLost, InfrastructureError, RunEnd, end_from_status
+from .contract import ConnectionLost, Deployed, InfrastructureError, RunEnd, end_from_status
 from .keeper import BOOT, Keeper
 from .linuxdevice import DEFAULT_CACHE_ENTRIES, LinuxDevice, RunStream
 
@@ -184,7 +184,7 @@ class AdbTransport(LinuxDevice):
         self.keeper_hello = hello
         channel.settimeout(float(self.options.get("push_timeout", PUSH_TIMEOUT)))
 
-    def _shell(self, command: str, marker: bytes | None = None) -> ShellV2:
+    def _shell(self, command: str, tokens: tuple[str, str] | None = None) -> ShellV2:
         """A `shell,v2:` stream (separate stdout/stderr, a stdin, the exit status), or on a
         device without shell_v2 (Android before 7) a `shell:` stream on a raw pty."""
         service = f"shell,v2,raw:{command}" if self.v2 else f"shell:{command}"
@@ -194,14 +194,22 @@ class AdbTransport(LinuxDevice):
             conn.check_okay()
         except Exception as e:
             raise ConnectionLost(f"{self.where}: cannot open a shell: {e}") from None
-        return ShellV2(conn, self.where) if self.v2 else ShellV1(conn, self.where, marker)
+        return ShellV2(conn, self.where) if self.v2 else ShellV1(conn, self.where, tokens)
+
+    def _run_command(self, deployed: Deployed, args: list[str], pidfile: str, token: str) -> str:
+        command = super()._run_command(deployed, args, pidfile, token)
+        if self.v2:
+            return command
+        # without shell_v2 the checks, the binary and the exit status share one stream: the
+        # shell reads two tokens from its stdin (never in a command line or an environment
+        # the binary could read from /proc), says the checks are over with the first, and
+        # gives the status with the second
+        return f"read -r {V1_GO} {V1_END} || exit 125; {command}"
 
     def _invoke(self, command: str) -> str:
         if self.v2:
             return super()._invoke(command)
-        # no exit packet: the shell prints the status after the binary, on a line of its own
-        # with a nonce the binary cannot know (ShellV1 takes it out of the output)
-        return f"{command}; printf '\\n#ondevice-status-{secrets.token_hex(8)} %d\\n' $?"
+        return f"printf '%s-go\\n' \"${V1_GO}\"; {command}; printf '\\n%s %d\\n' \"${V1_END}\" $?"
 
     def _fs(self, role: str) -> device_cache.DeviceFs:
         return AdbFs(self)
@@ -209,8 +217,16 @@ class AdbTransport(LinuxDevice):
     def _start_run(self, command: str) -> RunStream:
         if self.adb is None:
             raise ConnectionLost(f"{self.where}: not connected")
-        marker = re.search(r"#ondevice-status-[0-9a-f]{16}", command) if not self.v2 else None
-        return self._shell(command, marker.group(0).encode() if marker else None)
+        if self.v2:
+            return self._shell(command)
+        tokens = (f"ondevice-{secrets.token_hex(16)}", f"ondevice-{secrets.token_hex(16)}")
+        stream = self._shell(command, tokens)
+        try:
+            stream.sendall(f"{tokens[0]} {tokens[1]}\n".encode())
+        except OSError as e:
+            stream.close()
+            raise ConnectionLost(f"{self.where}: cannot start the binary: {e}") from None
+        return stream
 
     def _push_failed(self, error: Exception, artifact: Path) -> InfrastructureError:
         if self.adb is not None and self._alive():
@@ -232,6 +248,9 @@ class AdbTransport(LinuxDevice):
             return
         self._end_session()
         self.adb = None
+
+
+V1_GO, V1_END = "ondevice_go", "ondevice_end"  # shell variables, never exported
 
 
 class ShellV2(RunStream):
@@ -331,15 +350,19 @@ class ShellV2(RunStream):
 class ShellV1(ShellV2):
     """`shell:CMD` on a raw pty: one output stream, no exit packet, no closing of stdin alone.
 
-    As a run's stream, the exit status is the marker line the command prints last; it is
-    taken out of the output (held back while it may still be arriving). As the keeper's
-    channel, `break` ends the keeper's loop, which then cleans up as at end of input."""
+    As a run's stream (tokens given), what comes before the line `<go>-go` is the shell's
+    pre-flight checks (errors()), and the exit status is the line `<end> N` printed after the
+    binary; both are taken out of the output (held back while they may still be arriving).
+    As the keeper's channel, `break` ends the keeper's loop, which then cleans up as at end
+    of input."""
 
-    def __init__(self, conn: Any, where: str, marker: bytes | None) -> None:
+    def __init__(self, conn: Any, where: str, tokens: tuple[str, str] | None) -> None:
         super().__init__(conn, where)
-        self.marker = marker
+        self.go = tokens[0].encode() + b"-go" if tokens else None
+        self.marker = tokens[1].encode() if tokens else None
+        self._started = tokens is None
+        self._pre = bytearray()  # the pre-flight checks' lines: before the binary started
         self._held = b""
-        self._all = bytearray()  # for the pre-flight checks' lines (no stderr of their own)
 
     def sendall(self, data: bytes) -> None:
         self.sock.sendall(data)
@@ -348,7 +371,20 @@ class ShellV1(ShellV2):
         self.sock.sendall(b"break\n")
 
     def _take(self, chunk: bytes) -> None:
-        """Raw output; the status marker, when this is a run's stream, taken out of it."""
+        """Raw output; the go line and the status line, when this is a run's stream, taken out."""
+        if not self._started:
+            if not chunk:
+                return  # closed before the binary started: only the checks spoke
+            self._pre += chunk
+            found = re.search(re.escape(self.go) + rb"\r?\n", self._pre)
+            if found is None:
+                del self._pre[: max(0, len(self._pre) - 65536)]
+                return
+            self._started = True
+            chunk = bytes(self._pre[found.end() :])
+            del self._pre[found.start() :]
+            if not chunk:
+                return
         if not chunk:  # closed: what was held back is output after all
             self._out += self._held
             self._held = b""
@@ -366,11 +402,9 @@ class ShellV1(ShellV2):
             keep = len(self.marker) + 8
             data, self._held = data[:-keep], data[-keep:]
         self._out += data
-        if len(self._all) < 65536:
-            self._all += data
 
     def errors(self) -> bytes:
-        return bytes(self._all)
+        return bytes(self._pre)
 
 
 class AdbFs:
