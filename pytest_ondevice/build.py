@@ -50,6 +50,18 @@ class LinkError(BuildError):
     """Every object compiled, and the link failed."""
 
 
+class EntryLost(Exception):
+    """A cache entry this session already had is gone (removed by hand, or by a tool that
+    ignores holds): what used it is built again, never reported as the code's failure."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(str(path))
+        self.path = path
+
+
+LOST_RETRIES = 2  # rebuilds of a binary whose cache entries keep vanishing, before an error
+
+
 def _install_hint(board: Board, needs: Needs) -> str:
     """Where a test harness's library comes from, for this board."""
     if board.kind == "baremetal":
@@ -81,10 +93,15 @@ class BuildStats:
         with self._lock:
             setattr(self, name, getattr(self, name) + 1)
 
-    def summary(self, damaged: int = 0, uncached: int = 0) -> str:
+    def summary(self, damaged: int = 0, uncached: int = 0, untrusted: int = 0) -> str:
         text = f"{self.compiled} compiled, {self.reused} reused; {self.linked} linked, {self.link_reused} reused"
         if damaged:
             text += f"; {damaged} damaged cache {'entry' if damaged == 1 else 'entries'} rebuilt"
+        if untrusted:
+            text += (
+                f"; {untrusted} cache {'entry' if untrusted == 1 else 'entries'} another account could have "
+                "written not used (rebuilt)"
+            )
         if uncached:
             text += f"; {uncached} not cached (an input changed while it was built)"
         return text
@@ -98,7 +115,10 @@ class Builder:
         source_root: Path | None = None,
         defines: tuple[str, ...] = (),
         cache_dir: Path | None = None,
+        cache_shared: bool | None = None,
     ) -> None:
+        """cache_shared: accept the cache entries of the members of the cache root's group
+        (ondevice_cache_shared; None: from ONDEVICE_CACHE_SHARED)."""
         self.root = root
         self.source_root = Path(os.path.normpath(source_root or Path.cwd()))
         src = str(self.source_root)
@@ -131,14 +151,48 @@ class Builder:
                 ignore.write_text("# created by pytest-ondevice\n*\n")
         except OSError as e:
             raise unusable(root, e, "build dir") from None
-        self.store = Store(cache_dir or root / "cache")
+        self.store = Store(cache_dir or root / "cache", cache_shared)
 
     # -- public --------------------------------------------------------------
     def binary(
         self, board: Board, tc: ResolvedToolchain, cfg: DirConfig, source: Path, rel: str, needs: Needs = NO_NEEDS
     ) -> Artifact:
         """Build one test binary; `rel` is the source's path relative to the project, `needs`
-        what its test harness links (GoogleTest, CppUTest)."""
+        what its test harness links (GoogleTest, CppUTest). Called again for a binary whose
+        cache entry vanished since (see intact()), it builds what is gone."""
+        for _ in range(LOST_RETRIES):
+            try:
+                return self._binary(board, tc, cfg, source, rel, needs)
+            except EntryLost:
+                self._forget_vanished()
+        try:
+            return self._binary(board, tc, cfg, source, rel, needs)
+        except EntryLost as e:
+            raise CacheError(
+                f"cache entries vanish while this session uses them ({e.path}): something besides "
+                f"pytest-ondevice removes files from {self.store.root}; stop it, or set ondevice_cache_dir "
+                "to a directory only pytest-ondevice manages"
+            ) from None
+
+    def intact(self, artifact: Artifact) -> bool:
+        """Whether a binary built this session is still in the cache as built. One removed
+        since (by hand: trims and cleans leave what a live session holds) is built again
+        with binary(), never run as missing (no strike on the device, no failure)."""
+        try:
+            return self.store.digest(artifact.path) == artifact.sha256
+        except OSError:
+            return False
+
+    def _forget_vanished(self) -> None:
+        """Forget this session's results whose cache entries are gone: asked again, they are rebuilt."""
+        with self._lock:
+            gone = [key for key, fut in self._pending.items() if fut.done() and _vanished(fut)]
+            for key in gone:
+                del self._pending[key]
+
+    def _binary(
+        self, board: Board, tc: ResolvedToolchain, cfg: DirConfig, source: Path, rel: str, needs: Needs
+    ) -> Artifact:
         settings = cfg.for_file(source, board.name, board.kind)
         flags = pkgconfig.merged(settings.flags, self._pkg_flags(board, cfg))
         if needs.pkg_config:
@@ -178,7 +232,7 @@ class Builder:
             raise unusable(self.root, e, "build dir") from None
 
     def summary(self) -> str:
-        return self.stats.summary(self.store.stats.damaged, self.store.stats.uncached)
+        return self.stats.summary(self.store.stats.damaged, self.store.stats.uncached, self.store.stats.untrusted)
 
     def stop(self) -> None:
         """Session end or interrupt: compilers still running are killed, none start."""
@@ -305,12 +359,31 @@ class Builder:
                 f"the library declared in {cfg.path} failed to build "
                 f"({len(errors)} of {len(cfg.sources)} sources):\n" + "\n".join(errors)
             )
-        return self._stored(
-            key_of("archive", tc.identity, [self.store.digest(o) for o in objects]),
-            "libundertest.a",
-            # q, not r: members with the same basename (a/util.o, b/util.o) all stay
-            lambda out: self._tool([*tc.ar, "qcsD", str(out), *map(str, objects)], "archive"),
-        )
+        try:
+            return self._stored(
+                key_of("archive", tc.identity, [self._input_digest(o) for o in objects]),
+                "libundertest.a",
+                # q, not r: members with the same basename (a/util.o, b/util.o) all stay
+                lambda out: self._tool([*tc.ar, "qcsD", str(out), *map(str, objects)], "archive"),
+            )
+        except BuildError:
+            self._check_inputs(objects)
+            raise
+
+    def _input_digest(self, path: Path) -> str:
+        """An input's digest; one of ours that vanished from the cache is built again."""
+        try:
+            return self.store.digest(path)
+        except FileNotFoundError:
+            if inputs.under(str(path), [str(self.store.base)]):
+                raise EntryLost(path) from None
+            raise
+
+    def _check_inputs(self, paths: list[Path]) -> None:
+        """After a failed archive or link: an input of ours gone meanwhile is the cause."""
+        for path in paths:
+            if inputs.under(str(path), [str(self.store.base)]) and not os.path.lexists(path):
+                raise EntryLost(path)
 
     # -- compile and link ----------------------------------------------------
     def _compile(self, board: Board, tc: ResolvedToolchain, src: Path, flags: BuildFlags) -> Path:
@@ -431,7 +504,7 @@ class Builder:
             *(f"-l{lib}" for lib in (*flags.libs, *board.toolchain.libs) if not (cxx and lib == "stdc++")),
         ]
         named = [*objects, *([script] if script else [])]
-        digests = {str(p): self.store.digest(p) for p in named}
+        digests = {str(p): self._input_digest(p) for p in named}
         key_args = [digests.get(a.removeprefix("-T"), a) for a in tail]
         key = key_of("link", tc.identity, [digests[str(p)] for p in objects], self._names.args(key_args))
 
@@ -464,6 +537,7 @@ class Builder:
         try:
             entry, reused = self._cached(key, name, link_into, keep)
         except BuildError as e:  # from the linker: every object compiled
+            self._check_inputs(named)  # unless one vanished from the cache meanwhile
             raise LinkError(str(e)) from None
         self.stats.count("link_reused" if reused else "linked")
         return Artifact(entry.path, entry.sha256)
@@ -495,7 +569,11 @@ class Builder:
         a set still holds when every file read has the same digest and every place that
         would have shadowed one is still empty."""
         with self.store.lock(key):
-            result = self.store.lookup(key, self._holds)
+            # a record names its result by the key of its inputs: a manifest edited to name
+            # another entry (one built from other sources) is never followed
+            result = self.store.lookup(
+                key, lambda r: r["key"] == key_of(key, r["deps"], r["misses"]) and self._holds(r)
+            )
             if result is not None:
                 found = self.store.get(result)
                 if found is not None:
@@ -578,6 +656,15 @@ class Builder:
                     f"ondevice_cache_dir elsewhere (cache: {self.store.root})\n{text}"
                 )
             raise BuildError(f"{what} failed: {shlex.join(argv)}\n{text}")
+
+
+def _vanished(fut: Future) -> bool:
+    """A finished step whose cache entry is gone, or that failed because one went."""
+    error = fut.exception()
+    if error is not None:
+        return isinstance(error, EntryLost)
+    result = fut.result()
+    return isinstance(result, Path) and not os.path.lexists(result)
 
 
 _DIRECTIVE = re.compile(r"\s*#\s*(if|ifdef|ifndef|elif|else|endif)\b")
