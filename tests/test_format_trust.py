@@ -12,20 +12,26 @@ UNITY_H = r"""
 #ifndef UNITY_H
 #define UNITY_H
 #include <stdio.h>
-static int unity_tests, unity_failures;
+struct UNITY_STORAGE_T {  /* unity.c's global: the running case's name is its second field */
+  const char *TestFile;
+  const char *CurrentTestName;
+  unsigned long NumberOfTests, TestFailures;
+} Unity;
+void UnityBegin(const char *file) { Unity.TestFile = file; Unity.NumberOfTests = Unity.TestFailures = 0; }
 static void UnityPut(const char *s) { while (*s) putchar(*s++); }
-static void UnityDefaultTestRun(void (*f)(void), const char *name, const char *file, int line) {
-  unity_tests++;
+static void UnityDefaultTestRun(void (*f)(void), const char *name, int line) {
+  Unity.CurrentTestName = name;
+  Unity.NumberOfTests++;
   f();
-  printf("%s:%d:", file, line);
+  printf("%s:%d:", Unity.TestFile, line);
   UnityPut(name);
   UnityPut(":PASS\n");
 }
-#define UNITY_BEGIN() (unity_tests = unity_failures = 0)
+#define UNITY_BEGIN() UnityBegin(__FILE__)
 #define UNITY_END() (UnityPut("\n-----------------------\n"), \
-  printf("%d Tests %d Failures 0 Ignored\n", unity_tests, unity_failures), \
-  UnityPut(unity_failures ? "FAIL\n" : "OK\n"), unity_failures)
-#define RUN_TEST(f) UnityDefaultTestRun(f, #f, __FILE__, __LINE__)
+  printf("%lu Tests %lu Failures 0 Ignored\n", Unity.NumberOfTests, Unity.TestFailures), \
+  UnityPut(Unity.TestFailures ? "FAIL\n" : "OK\n"), (int)Unity.TestFailures)
+#define RUN_TEST(f) UnityDefaultTestRun(f, #f, __LINE__)
 void setUp(void);
 void tearDown(void);
 #endif
@@ -57,14 +63,48 @@ def outcomes(result) -> dict[str, str]:
     return found
 
 
+UNITY_PASS_THEN_CRASH = """
+#include <stdio.h>
+#include <stdlib.h>
+#include "unity.h"
+void setUp(void) {}
+void tearDown(void) {}
+void test_a(void) {}
+void test_b(void) {
+  printf("pass_test.c:12:test_b:PASS\\n");
+  printf("pass_test.c:13:test_c:PASS\\n");
+  fflush(stdout);
+  if (!getenv("NO_CRASH")) abort();
+}
+void test_c(void) {}
+int main(void) {
+  UNITY_BEGIN();
+  RUN_TEST(test_a);
+  RUN_TEST(test_b);
+  RUN_TEST(test_c);
+  return UNITY_END();
+}
+"""
+
+
+def test_unity_a_case_printing_its_own_pass_line_then_crashing_does_not_pass(project):
+    # test_b passed by its own line and the crash went to test_c
+    project.write("unity.h", UNITY_H)
+    project.write("pass_test.c", UNITY_PASS_THEN_CRASH)
+    result = project.run("-v")
+    assert outcomes(result) == {"test_a": "PASSED", "test_b": "FAILED", "test_c": "FAILED"}
+    text = result.stdout.str()
+    assert "FAILED pass_test.c::test_b[host] - crashed: killed by SIGABRT while this case" in text
+    assert "not run: crashed: killed by SIGABRT in case test_b, before this case" in text
+
+
 def test_lines_printed_before_a_crash_reach_the_parser_and_the_crash_is_the_running_cases(project):
     # a pipe makes stdout fully buffered: the PASS lines of a and b died with the process,
     # and the crash was charged to test_a
     project.write("unity.h", UNITY_H)
     project.write("trap_test.c", UNITY_TRAP)
     result = project.run("-v")
-    assert outcomes(result)["test_a"] == "PASSED"
-    assert outcomes(result)["test_c"] == "FAILED"
+    assert outcomes(result) == {"test_a": "PASSED", "test_b": "PASSED", "test_c": "FAILED"}
     text = result.stdout.str()
     assert "crashed: killed by SIGILL while this case was running" in text
     assert "not run" not in text

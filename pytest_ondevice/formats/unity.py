@@ -5,7 +5,14 @@ and `OK` or `FAIL`.
 Unity prints no start line, so the run order comes from the source: its `RUN_TEST(test_x)`
 calls, else its `void test_x(void)` functions. When the binary dies, the running case is
 the first one in that order without a verdict. The user's main sets the exit status
-(usually `return UNITY_END();`, the failure count)."""
+(usually `return UNITY_END();`, the failure count).
+
+A case's verdict line is text the case itself can print: one that printed its own PASS line
+and then crashed passed, and the crash went to the next case. On host and Linux boards our
+runtime (boards/runtime/host) declares a nonce in a Unity binary and, when it crashes,
+prints the name Unity itself holds for the running case, stamped
+(`#ondevice N crashed-in NAME`): that case fails whatever it printed, and a verdict line of
+a case after it cannot be its own."""
 
 from __future__ import annotations
 
@@ -13,7 +20,7 @@ import re
 
 from ..discover import Case, code_of, line_at
 from ..lines import BoundedLines
-from ..protocol import Outcome
+from ..protocol import BinaryVerdicts, Outcome, RunEnd, Verdict
 from . import Format
 from .stream import CaseStream, Summary
 
@@ -51,6 +58,13 @@ class UnityParser(CaseStream):
         super().__init__(order)
         self._pending = BoundedLines(head=20, tail=80)  # output of the case that is running now
         self._after_rule = False
+        self.crashed_in: str | None = None  # the runtime's word: Unity's running case at a crash
+
+    def _stamped(self, body: str) -> None:
+        """Our runtime stamps one line in a Unity run: the case Unity was running at a crash."""
+        kind, _, name = body.partition(" ")
+        if kind == "crashed-in" and name and self.summary is None and self.crashed_in is None:
+            self.crashed_in = name.strip()[:200]
 
     def line(self, line: str) -> None:
         m = _VERDICT.search(line)
@@ -78,6 +92,8 @@ class UnityParser(CaseStream):
     def feed_line(self, raw: str) -> None:
         """A case's output comes before its verdict line: held until that line names it."""
         line = raw.rstrip()
+        if self.our_line(line):
+            return
         verdict = self.summary is None and _VERDICT.search(line) is not None
         self.line(line)
         if not verdict and self.summary is None and line:
@@ -90,12 +106,30 @@ class UnityParser(CaseStream):
         self._pending = BoundedLines(head=20, tail=80)
 
     def running(self, expected: list[str]) -> str | None:
-        """The first case in the source's run order without a verdict, unless the output
-        reached the closing summary."""
+        """The case Unity was running at a crash, else the first case in the source's run
+        order without a verdict, unless the output reached the closing summary."""
         if self.summary is not None:
             return None
+        if self.crashed_in is not None:
+            return self.crashed_in
         ended = {n for n, r in self.cases.items() if r.outcome is not None}
         return next((n for n in self.order or tuple(expected) if n not in ended), None)
 
+    def verdicts(self, expected: list[str], end: RunEnd) -> BinaryVerdicts:
+        result = super().verdicts(expected, end)
+        crashed = self.crashed_in
+        order = list(self.order or expected)
+        if crashed is None or crashed not in order or not end.abnormal():
+            return result
+        why = f"not run: {end.abnormal()} in case {crashed}, before this case (its verdict line was another case's)"
+        for name in order[order.index(crashed) + 1 :]:  # printed by the crashing case, if at all
+            table = result.cases if name in result.cases else result.unknown
+            v = table.get(name)
+            if v is not None and v.outcome is not Outcome.FAILED:
+                table[name] = Verdict(Outcome.FAILED, why, None, v.log)
+        return result
+
     def running_note(self) -> tuple[str, str]:
+        if self.crashed_in is not None:
+            return " (Unity's running case when it crashed)", self._pending.text()
         return " (Unity prints no start line: the first case in run order without a verdict)", self._pending.text()

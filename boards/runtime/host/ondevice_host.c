@@ -1,5 +1,8 @@
-/* Host runtime: the one function micro_test.h needs, on a hosted libc. */
-#define _POSIX_C_SOURCE 199309L /* clock_gettime under -std=c11 */
+/* Host runtime: the one function micro_test.h needs, on a hosted libc; stdout
+ * line-buffered for every format; the crashing case's name for Unity. */
+#define _XOPEN_SOURCE 700 /* clock_gettime, sigaction, sigaltstack under -std=c11 */
+#include <fcntl.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -13,7 +16,70 @@ static void write_all(const char *data, size_t len);
  * it fully buffered, and a binary that crashes would take the lines its harness had
  * printed (the verdicts of the cases before the crash) with it. Priority 101: before the
  * test's own constructors, which may print. */
-__attribute__((constructor(101))) static void ondevice_line_buffered(void) { setvbuf(stdout, NULL, _IOLBF, 0); }
+static void unity_watch(void);
+
+__attribute__((constructor(101))) static void ondevice_line_buffered(void) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  unity_watch();
+}
+
+/* Unity prints a case's verdict line after the case ran and no start line, so a case that
+ * printed its own PASS line and then crashed passed, and the crash went to the next case.
+ * Unity keeps the running case's name in its global `Unity` (its second field since Unity
+ * 2.0): when the binary links Unity, a crash prints it stamped with a per-run nonce
+ * (docs/protocol.md), so the crash is the case's that Unity was running. */
+struct ondevice_unity_head {
+  const char *file;
+  const char *current_test_name;
+};
+extern struct ondevice_unity_head Unity __attribute__((weak));
+extern void UnityBegin(const char *filename) __attribute__((weak));
+
+static char unity_nonce[17];
+static char unity_altstack[65536]; /* the crash may be a stack overflow */
+
+static size_t put(char *p, size_t at, size_t cap, const char *s) {
+  while (*s && at < cap) p[at++] = *s == '\n' || *s == '\r' ? ' ' : *s, s++;
+  return at;
+}
+
+static void unity_crashed(int sig) {
+  const char *name = Unity.current_test_name;
+  if (name) {
+    char line[512];
+    size_t n = put(line, 0, sizeof line - 1, "\n#ondevice ");
+    n = put(line, n, sizeof line - 1, unity_nonce);
+    n = put(line, n, sizeof line - 1, " crashed-in ");
+    n = put(line, n, sizeof line - 1, name);
+    line[n++] = '\n';
+    write_all(line, n);
+  }
+  raise(sig); /* SA_RESETHAND: the default action, so the run still ends by this signal */
+}
+
+static void unity_watch(void) {
+  if (&Unity == NULL || UnityBegin == NULL) return; /* not a Unity binary */
+  uint64_t x = 0;
+  int fd = open("/dev/urandom", O_RDONLY);
+  if (fd >= 0) {
+    if (read(fd, &x, sizeof x) != (ssize_t)sizeof x) x = 0;
+    close(fd);
+  }
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  x ^= ((uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15u) ^ ((uint64_t)(uintptr_t)&x << 7);
+  for (int i = 15; i >= 0; i--, x >>= 4) unity_nonce[i] = "0123456789abcdef"[x & 15];
+  write_all("#ondevice nonce ", 16);
+  write_all(unity_nonce, 16);
+  write_all("\n", 1);
+
+  stack_t ss = {.ss_sp = unity_altstack, .ss_size = sizeof unity_altstack, .ss_flags = 0};
+  sigaltstack(&ss, NULL);
+  struct sigaction sa = {.sa_handler = unity_crashed, .sa_flags = SA_RESETHAND | SA_ONSTACK | SA_NODEFER};
+  sigemptyset(&sa.sa_mask);
+  const int crashes[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS};
+  for (size_t i = 0; i < sizeof crashes / sizeof crashes[0]; i++) sigaction(crashes[i], &sa, NULL);
+}
 
 /* What the test printed through stdio (buffered when stdout is a pipe) goes first, so the
  * output is one stream in program order; a harness line starts on a line of its own even
