@@ -59,19 +59,45 @@ def print_table(header: tuple[str, ...], rows: list[tuple[str, ...]], out) -> No
         print("  ".join([*cells, row[-1]]).rstrip(), file=out)
 
 
-def cache_command(action: str, where: Path | None, out=None) -> int:
-    """ccache -s / -C for our cache: what it holds, how often it served, or empty it."""
-    out = out or sys.stdout
-    path = where or Path(os.environ.get("ONDEVICE_CACHE_DIR") or store.default_dir())
+def project_cache(start: Path) -> tuple[Path | None, bool | None]:
+    """The cache a pytest run started here would use: ondevice_cache_dir and
+    ondevice_cache_shared from the project's ini file (pytest.ini, pyproject.toml, tox.ini,
+    setup.cfg, found as pytest finds it), a relative dir being relative to that file."""
     try:
-        cache = store.Store(path)
+        from _pytest.config.findpaths import locate_config
+
+        _rootdir, inipath, ini, *_ = locate_config(start, [])
+    except Exception:  # not a project pytest can read: the defaults
+        return None, None
+
+    def value(name: str) -> str:
+        raw = ini.get(name, "")
+        return str(getattr(raw, "value", raw)).strip()
+
+    directory = value("ondevice_cache_dir")
+    shared = value("ondevice_cache_shared").lower()
+    where = (inipath.parent / os.path.expanduser(directory)).resolve() if directory and inipath else None
+    return where, (shared in ("1", "true", "yes", "on")) if shared else None
+
+
+def cache_command(action: str, where: Path | None, out=None, shared: bool | None = None) -> int:
+    """ccache -s / -C for our cache: what it holds, how often it served, or empty it. The
+    cache is --cache-dir's, else $ONDEVICE_CACHE_DIR, else the project's (its ini file, from
+    the current directory), else the per-user default: the one a run here would use."""
+    out = out or sys.stdout
+    ini_dir, ini_shared = project_cache(Path.cwd())
+    path = where or Path(os.environ.get("ONDEVICE_CACHE_DIR") or ini_dir or store.default_dir())
+    if shared is None:
+        shared = ini_shared if ini_shared is not None else store.shared_from_env()
+    try:
+        cache = store.Store(path, shared)
     except store.CacheError as e:
         print(e, file=sys.stderr)
         return 1
     if action == "clean":
-        count, size = cache.usage()
-        cache.clear()
-        print(f"removed {count} entries ({_mib(size)}) from {path}", file=out)
+        removed, size, kept = cache.clear()
+        held = f"; kept {kept} held by running sessions" if kept else ""
+        print(f"removed {removed} entries ({_mib(size)}) from {path}{held}", file=out)
         return 0
     count, size = cache.usage()
     totals = cache.totals()
@@ -82,6 +108,7 @@ def cache_command(action: str, where: Path | None, out=None) -> int:
     print(f"size              {_mib(size)}", file=out)
     print(f"hits / misses     {hits} / {misses}{rate}", file=out)
     print(f"damaged, rebuilt  {totals.get('damaged', 0)}", file=out)
+    print(f"untrusted, rebuilt {totals.get('untrusted', 0)} (another account could have written them)", file=out)
     print(f"not stored        {totals.get('uncached', 0)} (an input changed while it was built)", file=out)
     return 0
 
@@ -153,7 +180,14 @@ def main(argv: list[str] | None = None) -> int:
         "--cache-dir",
         type=Path,
         default=None,
-        help="the cache to look at (default: $ONDEVICE_CACHE_DIR, else ~/.cache/pytest-ondevice)",
+        help="the cache to look at (default: $ONDEVICE_CACHE_DIR, else the project's ondevice_cache_dir, "
+        "else ~/.cache/pytest-ondevice)",
+    )
+    cache.add_argument(
+        "--shared",
+        action="store_true",
+        default=None,
+        help="the cache is shared by the members of its group (like ondevice_cache_shared = true)",
     )
     report = sub.add_parser("report", help="a --history file as a static HTML page (trends, new failures)")
     report.add_argument("history", type=Path, help="the SQLite file pytest --history=FILE appended to")
@@ -187,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "boards":
         return print_boards(BoardRegistry(args.boards_dir))
     if args.command == "cache":
-        return cache_command(args.action, args.cache_dir)
+        return cache_command(args.action, args.cache_dir, shared=args.shared)
     if args.command == "report":
         return report_command(args.history, args.html, args.threshold, args.last)
     return 2  # pragma: no cover

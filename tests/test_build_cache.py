@@ -431,6 +431,40 @@ def test_cache_stats_and_clean(project, capsys):
     assert build_report(project.run("examples"))["compiled"] == 6
 
 
+def test_cache_stats_and_clean_in_a_project_use_its_cache_dir(project, capsys, monkeypatch, tmp_path):
+    """Run from anywhere in a project, they act on the cache its runs use (its ini's
+    ondevice_cache_dir), never on the per-user one; --cache-dir still names another."""
+    from pytest_ondevice.cli import main
+
+    monkeypatch.delenv("ONDEVICE_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "per-user"))
+    project.copy_examples()
+    project.run("examples").assert_outcomes(passed=8)
+    monkeypatch.chdir(project.path / "examples")
+    assert main(["cache", "stats"]) == 0
+    out = capsys.readouterr().out
+    assert f"cache directory   {project.path / '_cache'}\n" in out and "entries           9 " in out, out
+    other = tmp_path / "other"
+    assert main(["cache", "stats", "--cache-dir", str(other)]) == 0
+    out = capsys.readouterr().out
+    assert f"cache directory   {other}\n" in out and "entries           0 " in out, out
+    assert main(["cache", "clean"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("removed 9 entries (") and out.endswith(f" MiB) from {project.path / '_cache'}\n"), out
+    assert not (tmp_path / "per-user" / "pytest-ondevice").exists()
+
+
+def test_cache_stats_reads_a_relative_cache_dir_from_pyproject(tmp_path, capsys, monkeypatch):
+    from pytest_ondevice.cli import main
+
+    monkeypatch.delenv("ONDEVICE_CACHE_DIR", raising=False)
+    (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\nondevice_cache_dir = "build/cache"\n')
+    (tmp_path / "src" / "deep").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "src" / "deep")
+    assert main(["cache", "stats"]) == 0
+    assert f"cache directory   {tmp_path / 'build' / 'cache'}\n" in capsys.readouterr().out
+
+
 def test_listing_tests_builds_nothing(project):
     project.copy_examples()
     result = project.run("examples", "--collect-only", "-q")
