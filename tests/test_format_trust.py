@@ -250,3 +250,19 @@ def test_cpputest_verdicts_from_the_plugin_with_a_main_of_the_tests_own(project)
     result = project.run("-v")
     assert outcomes(result) == {"K.First": "PASSED", "K.Last": "FAILED", "K.Later": "SKIPPED"}
     assert "own_main_test.cc:7: error: Failure in TEST(K, Last)" in result.stdout.str()
+
+
+def test_a_fault_on_bare_metal_is_in_the_headline_of_the_case_that_faulted(project):
+    # the case was the right one, but its headline said only "no verdict: output ended"
+    project.write("unity.h", UNITY_H)
+    project.write("udf_test.c", UNITY_TRAP.replace("__builtin_trap();", '__asm__ volatile("udf #0");'))
+    result = project.run("-v", board="mps2-an385")
+    assert outcomes(result) == {}  # the items are named for their board
+    result.stdout.fnmatch_lines(
+        [
+            "*udf_test.c::test_a[[]mps2-an385[]] PASSED*",
+            "*udf_test.c::test_c[[]mps2-an385[]] FAILED*",
+            "*fault: UsageFault (UNDEFINSTR) pc=0x* while this case was running*",
+        ]
+    )
+    assert "no verdict: output ended" not in result.stdout.str()
