@@ -184,6 +184,7 @@ class DeviceStats:
     failed: int = 0
     errors: int = 0  # results that were infrastructure errors on this device
     retried_away: int = 0  # binaries that had to move to another device after an error here
+    cut_short: int = 0  # attempts here that were cut short and run again (here or elsewhere): reruns naming it
     last_error: str = ""
     last_error_run: int = -1  # index in the window
 
@@ -224,6 +225,11 @@ def devices(history: History) -> list[DeviceStats]:
             o = stats.setdefault(other, DeviceStats(other, r.board))
             o.retried_away += 1
             o.last_error, o.last_error_run = r.retried_after or "", order[r.run_id]
+        for cause in r.reruns:  # "device: cause"
+            where = cause.split(": ", 1)[0]
+            o = stats.setdefault(where, DeviceStats(where, r.board))
+            o.cut_short += 1
+            o.last_error, o.last_error_run = cause, order[r.run_id]
     return sorted(stats.values(), key=lambda s: (s.board or "", s.device))
 
 
@@ -427,7 +433,7 @@ def _trends(plt, history: History, all_series: list[Series], slow: list[Series],
 
 def _device_errors_section(stats: list[DeviceStats], history: History) -> str:
     out = ["<h2>Devices with errors</h2>"]
-    bad = [s for s in stats if s.errors or s.retried_away]
+    bad = [s for s in stats if s.errors or s.retried_away or s.cut_short]
     if not bad:
         out.append('<p class="ok">None.</p>' if history.runs else "<p>No runs.</p>")
         return "".join(out)
@@ -437,12 +443,13 @@ def _device_errors_section(stats: list[DeviceStats], history: History) -> str:
             _td(s.board or ""),
             _td(s.errors, "num"),
             _td(s.retried_away, "num"),
+            _td(s.cut_short, "num"),
             _td(_when(history.runs[s.last_error_run].started)[:16] if s.last_error_run >= 0 else ""),
             _td(s.last_error[:300], "msg"),
         ]
-        for s in sorted(bad, key=lambda s: -(s.errors + s.retried_away))
+        for s in sorted(bad, key=lambda s: (-(s.errors + s.retried_away), -s.cut_short))
     ]
-    headers = ["device", "board", "errors", "moved elsewhere", "last error at", "last error"]
+    headers = ["device", "board", "errors", "moved elsewhere", "attempts cut short", "last error at", "last error"]
     out.append(_table(headers, rows, "device-errors"))
     return "".join(out)
 

@@ -261,6 +261,9 @@ def test_a_pass_after_a_rerun_is_flaky_in_the_report_naming_device_and_cause(pro
     assert _table_column(text, "flaky", 5) == ["0"]  # failed
     assert _table_column(text, "flaky", 6) == ["1"]  # passed after a rerun
     assert _table_column(text, "flaky", 8) == ["pi-1: connection lost after 2.1 s (ssh: EOF)"]
+    assert _table_column(text, "device-errors") == ["pi-1"]  # the device the attempt was cut short on
+    assert _table_column(text, "device-errors", 4) == ["1"]  # attempts cut short
+    assert _table_column(text, "device-errors", 6) == ["pi-1: connection lost after 2.1 s (ssh: EOF)"]
 
     monkeypatch.setenv("RERUN", "")  # a clean night: still flaky over the window, and only Lucky
     project.run("--history=h.db").assert_outcomes(passed=2)
