@@ -172,8 +172,12 @@ def _unwritable(path: Path) -> str | None:
 def _check_device(reg, fleet, device: Device, ini, coordinator: Coordinator | None) -> tuple[bool, str, str]:
     """(reachable, status, why): the device opened and closed as a run would."""
     from .runner import device_table
+    from .schema import ConfigError
 
-    board = reg.get(device.board)
+    try:
+        board = reg.get(device.board)
+    except ConfigError as e:  # said in the board table too; the device cannot be opened without it
+        return False, "unusable", f"its board file cannot be used: {_one_line(e)}"
     place = ""
     if device.place is not None and coordinator is not None:  # asked, not acquired: doctor takes no one's place
         try:

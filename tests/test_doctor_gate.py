@@ -86,7 +86,7 @@ def test_an_unusable_build_cache_means_no_board_can_run(project, monkeypatch):
     assert result.ret == 1
     result.stdout.fnmatch_lines(
         [
-            f"build cache * {project.path}/cache-file * unusable * the cache dir * cannot be used*",
+            f"build cache * {project.path}/cache-file * unusable * the cache dir {project.path}/cache-file *",
             "doctor: 1 board(s) cannot run: host",
         ]
     )
@@ -119,3 +119,20 @@ def test_everything_usable_is_exit_status_0_with_every_check_listed(project):
     assert not list((project.path / "leases").glob("*.lock")) or all(
         p.read_text() == "" for p in (project.path / "leases").glob("*.lock")
     )  # doctor holds no lease and writes no holder: nobody waiting would name it
+
+
+def test_a_device_of_a_broken_board_file_is_unusable_not_a_traceback(project):
+    project.write("boards/mine.toml", 'extends = "host"\ntimeout = 0\n')
+    project.write("farm.toml", '[device.m1]\nboard = "mine"\n[device.h1]\nboard = "host"\n')
+    result = _doctor(project, "--fleet=farm.toml")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(
+        [
+            "mine * invalid board file * 'timeout' must be a number of seconds > 0, not 0",
+            "m1 * mine * unusable * its board file cannot be used: *mine.toml: 'timeout' must be *",
+            "h1 * host * reachable *",
+            "doctor: 1 board(s) cannot run: mine",
+        ]
+    )
+    text = "\n".join(result.outlines + result.errlines)
+    assert "Traceback" not in text and "INTERNALERROR" not in text
