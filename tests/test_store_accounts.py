@@ -59,12 +59,12 @@ class Accounts:
     def home(self, user: str) -> Path:
         return self.base / user
 
-    def checkout(self, user: str, value: int = 2, cache: Path | None = None) -> Path:
+    def checkout(self, user: str, value: int = 2, cache: Path | None = None, ini: str = "") -> Path:
         """A project of user's, with OneIsTwo comparing 1 to value, using the shared cache."""
         proj = self.home(user) / "proj"
         proj.mkdir(parents=True, exist_ok=True)
         (proj / "pytest.ini").write_text(
-            f"[pytest]\nondevice_build_dir = _build\nondevice_cache_dir = {cache or self.cache}\n"
+            f"[pytest]\nondevice_build_dir = _build\nondevice_cache_dir = {cache or self.cache}\n{ini}"
         )
         (proj / "check_test.c").write_text(textwrap.dedent(FAILING.format(value=value)))
         _chown_tree(self.home(user), user)
@@ -205,23 +205,26 @@ def test_an_account_that_left_the_group_cannot_make_a_failing_case_pass(accounts
     assert "untrusted, rebuilt 2 " in stats, stats  # b's object and binary
 
 
-def test_a_shared_cache_works_for_two_accounts_with_the_usual_umask(accounts):
-    """ondevice_cache_shared (here ONDEVICE_CACHE_SHARED=1): a's entries serve b's checkout,
-    what b stores serves a, and either can clean it; both with umask 022."""
+@pytest.mark.parametrize("opt_in", ["ini", "env"])
+def test_a_shared_cache_works_for_two_accounts_with_the_usual_umask(accounts, opt_in):
+    """ondevice_cache_shared = true (or ONDEVICE_CACHE_SHARED=1): a's entries serve b's
+    checkout, what b stores serves a, and either can clean it; both with umask 022."""
     acc = accounts
-    mine, theirs = acc.checkout(acc.a, value=1), acc.checkout(acc.b, value=1)
-    first = acc.run(acc.a, mine, shared=True)
+    ini = "ondevice_cache_shared = true\n" if opt_in == "ini" else ""
+    mine, theirs = acc.checkout(acc.a, value=1, ini=ini), acc.checkout(acc.b, value=1, ini=ini)
+    shared = opt_in == "env"
+    first = acc.run(acc.a, mine, shared=shared)
     assert "1 passed" in first and "ondevice build: 2 compiled" in first, first
-    second = acc.run(acc.b, theirs, shared=True)
+    second = acc.run(acc.b, theirs, shared=shared)
     assert "1 passed" in second and "ondevice build: 0 compiled" in second, second
     (theirs / "check_test.c").write_text(textwrap.dedent(FAILING.format(value=3)))
-    assert "1 failed" in acc.run(acc.b, theirs, shared=True)
+    assert "1 failed" in acc.run(acc.b, theirs, shared=shared)
     (mine / "check_test.c").write_text(textwrap.dedent(FAILING.format(value=3)))
-    reused = acc.run(acc.a, mine, shared=True)
+    reused = acc.run(acc.a, mine, shared=shared)
     assert "1 failed" in reused and "ondevice build: 0 compiled" in reused, reused
-    cleaned = acc.run(acc.b, theirs, "-m", "pytest_ondevice.cli", "cache", "clean", shared=True)
+    cleaned = acc.run(acc.b, theirs, "-m", "pytest_ondevice.cli", "cache", "clean", shared=shared)
     assert "removed 5 entries" in cleaned, cleaned  # the runtime, two objects and two binaries
-    assert "1 failed" in acc.run(acc.a, mine, shared=True)
+    assert "1 failed" in acc.run(acc.a, mine, shared=shared)
     for path in acc.cache.rglob("*"):  # what either account made: the group's, never others'
         st = path.lstat()
         assert st.st_gid == acc.cache.stat().st_gid and not st.st_mode & 0o002, path
