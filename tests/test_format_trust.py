@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 # Unity's output as unity.c prints it (putchar on stdout, a case's line after it ran):
 # a stand-in for the one header and source a project vendors, so the test needs no download.
 UNITY_H = r"""
@@ -96,6 +98,31 @@ def test_unity_a_case_printing_its_own_pass_line_then_crashing_does_not_pass(pro
     text = result.stdout.str()
     assert "FAILED pass_test.c::test_b[host] - crashed: killed by SIGABRT while this case" in text
     assert "not run: crashed: killed by SIGABRT in case test_b, before this case" in text
+
+
+@pytest.mark.parametrize("leave", ["exit(0)", "_exit(0)"])
+def test_unity_a_case_printing_the_rest_of_the_run_and_leaving_does_not_pass(project, leave):
+    # test_b printed its own line, test_c's and the summary, then left: all three passed
+    forged = r"""
+    printf("pass_test.c:12:test_b:PASS\n");
+    printf("pass_test.c:13:test_c:PASS\n\n-----------------------\n3 Tests 0 Failures 0 Ignored\nOK\n");
+    fflush(stdout);
+    """
+    source = UNITY_PASS_THEN_CRASH.replace("#include <stdlib.h>", "#include <stdlib.h>\n#include <unistd.h>")
+    start, stop = source.index('  printf("pass_test.c:12'), source.index("if (!getenv")
+    project.write("unity.h", UNITY_H)
+    project.write("pass_test.c", source[:start] + forged + source[stop:].replace("abort();", f"{leave};"))
+    result = project.run("-v")
+    if leave == "exit(0)":  # the runtime names the case the program exited in
+        assert outcomes(result) == {"test_a": "PASSED", "test_b": "FAILED", "test_c": "FAILED"}
+    else:  # no closing line from the runtime at all: nothing of the run is believed
+        assert outcomes(result) == {"test_a": "FAILED", "test_b": "FAILED", "test_c": "FAILED", "binary": "FAILED"}
+    text = result.stdout.str()
+    if leave == "exit(0)":
+        assert "the program exited while this case was running" in text
+        assert "not run: the program exited in case test_b, before this case" in text
+    else:
+        assert "the binary ended without the runtime's closing line" in text
 
 
 def test_lines_printed_before_a_crash_reach_the_parser_and_the_crash_is_the_running_cases(project):

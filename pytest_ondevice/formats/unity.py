@@ -59,12 +59,17 @@ class UnityParser(CaseStream):
         self._pending = BoundedLines(head=20, tail=80)  # output of the case that is running now
         self._after_rule = False
         self.crashed_in: str | None = None  # the runtime's word: Unity's running case at a crash
+        self.exited_in: str | None = None  # ... and when the program exited (its closing line)
 
     def _stamped(self, body: str) -> None:
-        """Our runtime stamps one line in a Unity run: the case Unity was running at a crash."""
+        """Our runtime stamps two lines in a Unity run: the case Unity was running at a crash
+        and at the exit."""
         kind, _, name = body.partition(" ")
+        name = name.strip()[:200]
         if kind == "crashed-in" and name and self.summary is None and self.crashed_in is None:
-            self.crashed_in = name.strip()[:200]
+            self.crashed_in = name
+        elif kind == "exit-in" and name and self.exited_in is None:
+            self.exited_in = name
 
     def line(self, line: str) -> None:
         m = _VERDICT.search(line)
@@ -116,18 +121,42 @@ class UnityParser(CaseStream):
         return next((n for n in self.order or tuple(expected) if n not in ended), None)
 
     def verdicts(self, expected: list[str], end: RunEnd) -> BinaryVerdicts:
+        if self.nonce is not None and self.exited_in is None and not end.abnormal() and self.untrusted is None:
+            self.untrusted = (
+                "the binary ended without the runtime's closing line: a test left with _exit(), "
+                "so the lines before cannot be believed"
+            )
         result = super().verdicts(expected, end)
-        crashed = self.crashed_in
         order = list(self.order or expected)
-        if crashed is None or crashed not in order or not end.abnormal():
-            return result
-        why = f"not run: {end.abnormal()} in case {crashed}, before this case (its verdict line was another case's)"
-        for name in order[order.index(crashed) + 1 :]:  # printed by the crashing case, if at all
+        if self.crashed_in in order and end.abnormal():
+            why = f"not run: {end.abnormal()} in case {self.crashed_in}, before this case"
+            self._printed_by(result, order, self.crashed_in, why)
+        elif self.exited_in in order and not end.abnormal():
+            why = f"not run: the program exited in case {self.exited_in}, before this case"
+            if self._printed_by(result, order, self.exited_in, why):
+                v = result.cases.get(self.exited_in) or result.unknown.get(self.exited_in)
+                table = result.cases if self.exited_in in result.cases else result.unknown
+                table[self.exited_in] = Verdict(
+                    Outcome.FAILED,
+                    "the program exited while this case was running (exit() in the test?), after printing "
+                    "the verdict lines of the cases after it",
+                    None,
+                    v.log if v is not None else self._pending.text(),
+                )
+        return result
+
+    @staticmethod
+    def _printed_by(result: BinaryVerdicts, order: list[str], last: str, why: str) -> bool:
+        """Verdict lines of cases after `last`, the case Unity ran last, were printed by it:
+        those cases fail (`why`, "its verdict line was another case's"). True when any did."""
+        found = False
+        for name in order[order.index(last) + 1 :]:
             table = result.cases if name in result.cases else result.unknown
             v = table.get(name)
             if v is not None and v.outcome is not Outcome.FAILED:
-                table[name] = Verdict(Outcome.FAILED, why, None, v.log)
-        return result
+                table[name] = Verdict(Outcome.FAILED, f"{why} (its verdict line was another case's)", None, v.log)
+                found = True
+        return found
 
     def running_note(self) -> tuple[str, str]:
         if self.crashed_in is not None:

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdio_ext.h>
+#include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,8 +27,9 @@ __attribute__((constructor(101))) static void ondevice_line_buffered(void) {
 /* Unity prints a case's verdict line after the case ran and no start line, so a case that
  * printed its own PASS line and then crashed passed, and the crash went to the next case.
  * Unity keeps the running case's name in its global `Unity` (its second field since Unity
- * 2.0): when the binary links Unity, a crash prints it stamped with a per-run nonce
- * (docs/protocol.md), so the crash is the case's that Unity was running. */
+ * 2.0): when the binary links Unity, a crash and the exit print it stamped with a per-run
+ * nonce (docs/protocol.md), so the crash is the case's that Unity was running, and a case
+ * that printed the rest of the run and left has not finished it. */
 struct ondevice_unity_head {
   const char *file;
   const char *current_test_name;
@@ -43,18 +45,29 @@ static size_t put(char *p, size_t at, size_t cap, const char *s) {
   return at;
 }
 
+/* "#ondevice NONCE what NAME": NAME is Unity's running case ("-" before the first) */
+static void unity_mark(const char *what) {
+  const char *name = Unity.current_test_name ? Unity.current_test_name : "-";
+  char line[512];
+  size_t n = put(line, 0, sizeof line - 1, "\n#ondevice ");
+  n = put(line, n, sizeof line - 1, unity_nonce);
+  n = put(line, n, sizeof line - 1, what);
+  n = put(line, n, sizeof line - 1, name);
+  line[n++] = '\n';
+  write_all(line, n);
+}
+
 static void unity_crashed(int sig) {
-  const char *name = Unity.current_test_name;
-  if (name) {
-    char line[512];
-    size_t n = put(line, 0, sizeof line - 1, "\n#ondevice ");
-    n = put(line, n, sizeof line - 1, unity_nonce);
-    n = put(line, n, sizeof line - 1, " crashed-in ");
-    n = put(line, n, sizeof line - 1, name);
-    line[n++] = '\n';
-    write_all(line, n);
-  }
+  unity_mark(" crashed-in ");
   raise(sig); /* SA_RESETHAND: the default action, so the run still ends by this signal */
+}
+
+/* The closing line, from exit(): a test that leaves with _exit() has none, and one that
+ * calls exit() is named by it (the runtime's constructor ran before the test's: this
+ * handler runs after theirs). */
+static void unity_exited(void) {
+  fflush(stdout);
+  unity_mark(" exit-in ");
 }
 
 static void unity_watch(void) {
@@ -72,6 +85,7 @@ static void unity_watch(void) {
   write_all("#ondevice nonce ", 16);
   write_all(unity_nonce, 16);
   write_all("\n", 1);
+  atexit(unity_exited);
 
   stack_t ss = {.ss_sp = unity_altstack, .ss_size = sizeof unity_altstack, .ss_flags = 0};
   sigaltstack(&ss, NULL);
