@@ -125,15 +125,19 @@ def test_unity_a_case_printing_the_rest_of_the_run_and_leaving_does_not_pass(pro
         assert "the binary ended without the runtime's closing line" in text
 
 
-def test_lines_printed_before_a_crash_reach_the_parser_and_the_crash_is_the_running_cases(project):
+@pytest.mark.parametrize(
+    "board, args, signal", [("host", (), "SIGILL"), ("rpi", ("--device=qemu",), "SIGTRAP")], ids=["host", "linux"]
+)
+def test_lines_printed_before_a_crash_reach_the_parser_and_the_crash_is_the_running_cases(project, board, args, signal):
     # a pipe makes stdout fully buffered: the PASS lines of a and b died with the process,
-    # and the crash was charged to test_a
+    # and the crash was charged to test_a (on a Linux board under qemu-user too)
     project.write("unity.h", UNITY_H)
     project.write("trap_test.c", UNITY_TRAP)
-    result = project.run("-v")
-    assert outcomes(result) == {"test_a": "PASSED", "test_b": "PASSED", "test_c": "FAILED"}
+    result = project.run("-v", *args, board=board)
+    found = {m.group(1): m.group(2) for m in re.finditer(r"::(\w+)\[\S+\] (PASSED|FAILED)", result.stdout.str())}
+    assert found == {"test_a": "PASSED", "test_b": "PASSED", "test_c": "FAILED"}
     text = result.stdout.str()
-    assert "crashed: killed by SIGILL while this case was running" in text
+    assert f"crashed: killed by {signal} while this case was running" in text
     assert "not run" not in text
 
 
