@@ -116,6 +116,7 @@ class Trust:
         self.shared = shared
         self.gid = gid if shared else None  # the cache root's group
         self._members: dict[int, bool] = {}
+        self._own_group = strictmodes.private_group(self.uid)
 
     def owner_ok(self, uid: int) -> bool:
         if uid in (0, self.uid):
@@ -127,7 +128,9 @@ class Trust:
         return self._members[uid]
 
     def group_ok(self, gid: int) -> bool:
-        return gid == self.gid
+        """The shared cache's group; or this account's own private group (umask 002 on a
+        user-private-group system made our dirs group-writable: nobody else is in it)."""
+        return gid == self.gid or gid == self._own_group
 
     def problem(self, st: os.stat_result, kind: int, sticky_ok: bool = False) -> str | None:
         """Why st (an lstat result) may not be used as a kind (S_IFDIR, S_IFREG), or None."""
@@ -221,7 +224,10 @@ class Store:
                 text + f"A shared cache trusts the members of its group {strictmodes.group_name(self.trust.gid or 0)} "
                 f"only: fix the owner or mode of {path}, or remove it (what others wrote is not used)"
             )
-        fix = f"Make it this account's alone (chmod go-w {path}), or point ondevice_cache_dir at a private directory"
+        change = f"chmod go-w {path}"
+        if not self.trust.owner_ok(st.st_uid):
+            change = f"chown {strictmodes.login(self.trust.uid)} {path}"
+        fix = f"Make it this account's alone ({change}), or point ondevice_cache_dir at a private directory"
         if st.st_mode & 0o020 and not st.st_mode & 0o002 and path == Path(os.path.realpath(root)):
             fix += (
                 f"; to share it with every member of the group {strictmodes.group_name(st.st_gid)}, "

@@ -62,6 +62,27 @@ def member(uid: int, gid: int) -> bool:
         return False
 
 
+def private_group(uid: int) -> int | None:
+    """uid's user private group (Debian's and Fedora's convention: named after the account,
+    its primary group, no other member listed), whose write bit lets no one else in."""
+    try:
+        account = pwd.getpwuid(uid)
+        group = grp.getgrgid(account.pw_gid)
+    except KeyError:
+        return None
+    if group.gr_name == account.pw_name and set(group.gr_mem) <= {account.pw_name}:
+        return group.gr_gid
+    return None
+
+
+def login(uid: int) -> str:
+    """The account's name as chown takes it (its number if it has none)."""
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
 def user_name(uid: int) -> str:
     try:
         return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"

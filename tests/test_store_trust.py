@@ -1,0 +1,120 @@
+"""The store's owner and mode checks, one file at a time (as root: chown to any uid)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from pytest_ondevice import store
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (chown to another account)")
+
+STRANGER = 54321  # an account that is neither this one nor root (none need exist)
+KEY = "ab" * 32
+
+
+def _stored(root: Path) -> Path:
+    cache = store.Store(root)
+    staged = cache.staging()
+    (staged / "a.elf").write_bytes(b"\x7fELF passing")
+    entry = cache.commit(staged, "a.elf", KEY)
+    cache.close()
+    return entry.path
+
+
+def _swap_meta_for_a_symlink(artifact: Path) -> None:
+    elsewhere = artifact.parent.parent.parent.parent.parent / "meta-elsewhere.json"
+    elsewhere.write_text((artifact.parent / "meta.json").read_text())
+    (artifact.parent / "meta.json").unlink()
+    (artifact.parent / "meta.json").symlink_to(elsewhere)
+
+
+TAMPERING = {
+    "the binary is another account's": lambda p: os.chown(p, STRANGER, -1),
+    "meta.json is another account's": lambda p: os.chown(p.parent / "meta.json", STRANGER, -1),
+    "the entry dir is another account's": lambda p: os.chown(p.parent, STRANGER, -1),
+    "the shard is another account's": lambda p: os.chown(p.parent.parent, STRANGER, -1),
+    "the binary is writable by another group": lambda p: (os.chown(p, -1, STRANGER), p.chmod(0o575)),
+    "the entry dir is writable by every account": lambda p: p.parent.chmod(0o777),
+    "meta.json is a symlink": _swap_meta_for_a_symlink,
+}
+
+
+@pytest.mark.parametrize("tamper", TAMPERING.values(), ids=TAMPERING.keys())
+def test_an_entry_another_account_could_have_written_is_not_used_and_is_built_again(tmp_path, tamper):
+    artifact = _stored(tmp_path / "cache")
+    tamper(artifact)
+    cache = store.Store(tmp_path / "cache")
+    assert cache.get(KEY) is None
+    assert cache.stats.untrusted == 1
+    staged = cache.staging()  # built again: stored in its place, and used
+    (staged / "a.elf").write_bytes(b"\x7fELF rebuilt")
+    cache.commit(staged, "a.elf", KEY)
+    assert cache.get(KEY).path.read_bytes() == b"\x7fELF rebuilt"
+
+
+def test_an_entry_of_this_account_with_the_usual_modes_is_used(tmp_path):
+    artifact = _stored(tmp_path / "cache")
+    cache = store.Store(tmp_path / "cache")
+    assert cache.get(KEY).path == artifact and cache.stats.untrusted == 0
+
+
+@pytest.mark.parametrize(
+    ("where", "change", "says"),
+    [
+        ("above/cache", lambda p: (os.chown(p, -1, STRANGER), p.chmod(0o775)), "is writable by the group"),
+        ("above/cache", lambda p: os.chown(p, STRANGER, -1), "is owned by uid 54321"),
+        ("above/cache/v2", lambda p: p.chmod(0o777), "is writable by every account"),
+        ("above", lambda p: p.chmod(0o777), "is writable by every account"),
+    ],
+    ids=["group-writable", "another owner", "v2 writable by all", "a dir above writable by all"],
+)
+def test_a_cache_dir_another_account_can_write_is_an_error_naming_the_fix(tmp_path, where, change, says):
+    root = tmp_path / "above" / "cache"
+    _stored(root)
+    change(tmp_path / where)
+    with pytest.raises(store.CacheError) as e:
+        store.Store(root)
+    text = str(e.value)
+    assert f"{tmp_path / where} {says}" in text and "a failing test would pass" in text, text
+    fix = f"chown root {tmp_path / where}" if "owned" in says else f"chmod go-w {tmp_path / where}"
+    assert fix in text, text
+    if where == "above/cache" and "group" in says:  # the one a team would want to share: how to
+        assert "set ondevice_cache_shared = true" in text and f"chmod g+s {tmp_path / where}" in text, text
+
+
+def test_a_sticky_dir_above_or_as_the_cache_dir_is_fine(tmp_path):
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "tmp").chmod(0o1777)
+    _stored(tmp_path / "tmp" / "cache")
+    assert store.Store(tmp_path / "tmp" / "cache").get(KEY) is not None
+    (tmp_path / "tmp" / "cache").chmod(0o1777)  # a tmpfs mount point: others may add names, not take ours
+    assert store.Store(tmp_path / "tmp" / "cache").get(KEY) is not None
+
+
+def test_a_shared_cache_dir_must_be_setgid(tmp_path):
+    root = tmp_path / "cache"
+    root.mkdir()
+    root.chmod(0o775)
+    with pytest.raises(store.CacheError, match=rf"is not setgid.*chmod g\+s {root}"):
+        store.Store(root, shared=True)
+    root.chmod(0o2775)
+    cache = store.Store(root, shared=True)
+    staged = cache.staging()
+    (staged / "a.elf").write_bytes(b"x")
+    entry = cache.commit(staged, "a.elf", KEY)
+    assert entry.path.parent.stat().st_mode & 0o2070 == 0o2070  # the group's to trim, whatever the umask
+
+
+def test_a_manifest_of_another_account_is_not_followed(tmp_path):
+    cache = store.Store(tmp_path)
+    cache.record("cd" * 32, {"key": KEY, "deps": {}, "misses": {}})
+    assert cache.lookup("cd" * 32, lambda r: True) == KEY
+    manifest = next((tmp_path / store.LAYOUT / "manifests").rglob("*.json"))
+    os.chown(manifest, STRANGER, -1)
+    again = store.Store(tmp_path)
+    assert again.lookup("cd" * 32, lambda r: True) is None
+    assert json.loads(manifest.read_text())["results"][0]["key"] == KEY  # there, but never used
