@@ -171,8 +171,11 @@ def farm(project, lab, binfmt):
             lab.client("-p", place, "release", "--kick", check=False)
 
 
-def fleet_file(farm, places: dict[str, str]) -> None:
-    lines = [f'[fleet]\nlease_dir = "leases"\nlabgrid_coordinator = "{farm.lab.address}"\n']
+def fleet_file(farm, places: dict[str, str], quarantine_after: int = 2) -> None:
+    lines = [
+        f'[fleet]\nlease_dir = "leases"\nlabgrid_coordinator = "{farm.lab.address}"\n'
+        f"quarantine_after = {quarantine_after}\n"
+    ]
     for name, place in places.items():
         lines.append(f'[device.{name}]\nboard = "{farm.board}"\nlabgrid_place = "{place}"\n')
     farm.write("farm.toml", "\n".join(lines))
@@ -279,7 +282,8 @@ def test_an_interrupted_run_gives_its_place_back(farm):
 
 @slow
 def test_a_missing_place_is_set_aside_and_its_binaries_run_on_the_others(farm):
-    fleet_file(farm, {"pi-a": "pi-a", "ghost": "no-such-place"})
+    # one strike: how often the ghost is tried while pi-a is busy depends on timing
+    fleet_file(farm, {"pi-a": "pi-a", "ghost": "no-such-place"}, quarantine_after=1)
     for name in "abc":
         farm.write(f"{name}_test.c", SLEEPER.format(ms=10))
     result = run(farm)
@@ -416,7 +420,7 @@ def test_doctor_asks_the_coordinator_about_each_place_and_takes_none(farm):
     fleet_file(farm, {"pi-a": "pi-a", "ghost": "no-such-place"})
     farm.lab.client("-p", "pi-a", "acquire", user="other")
     result = farm.pytester.run(*pytest_argv(farm, "--ondevice-doctor"), timeout=120)
-    assert result.ret == 0, result.stdout.str()
+    assert result.ret == 10, result.stdout.str()  # the board can run, but a device cannot be used
     result.stdout.fnmatch_lines(
         [
             "pi-a * (labgrid place pi-a) * reachable * labgrid place pi-a acquired by */other; opened in *",
