@@ -85,9 +85,10 @@ def run_on_pi(pi, *args):
     return pi.run(f"--device={pi.sshd.alias}", "--junitxml=j.xml", *args, board=pi.board)
 
 
-def test_a_pass_after_the_binary_took_its_session_down_is_a_flagged_rerun(pi, mark):
+@pytest.mark.parametrize("xdist", [(), ("-n", "2")], ids=["serial", "xdist"])
+def test_a_pass_after_the_binary_took_its_session_down_is_a_flagged_rerun(pi, mark, xdist):
     pi.write("session_test.c", KILLS_ITS_SESSION_ONCE.format(mark=mark))
-    result = run_on_pi(pi)
+    result = run_on_pi(pi, *xdist)
     result.assert_outcomes(passed=1)
     last = result.outlines[-1]
     assert re.search(r"1 passed, 1 rerun", last), last
