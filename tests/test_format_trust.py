@@ -297,3 +297,20 @@ def test_a_fault_on_bare_metal_is_in_the_headline_of_the_case_that_faulted(proje
         ]
     )
     assert "no verdict: output ended" not in result.stdout.str()
+
+
+def test_unity_on_bare_metal_a_case_printing_its_own_pass_line_then_faulting_does_not_pass(project):
+    # test_b passed by its own line and the fault went to test_c
+    project.write("unity.h", UNITY_H)
+    source = UNITY_PASS_THEN_CRASH.replace('if (!getenv("NO_CRASH")) abort();', '__asm__ volatile("udf #0");')
+    project.write("pass_test.c", source)
+    result = project.run("-v", board="mps2-an385")
+    result.stdout.fnmatch_lines(
+        [
+            "*pass_test.c::test_a[[]mps2-an385[]] PASSED*",
+            "*pass_test.c::test_b[[]mps2-an385[]] FAILED*",
+            "*pass_test.c::test_c[[]mps2-an385[]] FAILED*",
+            "*fault: UsageFault (UNDEFINSTR) pc=0x* case=test_b while this case was running*",
+            "*not run: fault: UsageFault*in case test_b, before this case*",
+        ]
+    )

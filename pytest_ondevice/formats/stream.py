@@ -100,8 +100,8 @@ class CaseStream(CaseTracker):
         if verb == "nonce":
             self._declare(rest.strip())
             return True
-        if verb == "fault":  # a bare-metal runtime's: it names the fault in the headline
-            self.fault = self.fault or rest.strip()[:MAX_LINE_CHARS] or "fault"
+        if verb == "fault":  # a bare-metal runtime's, the last thing it prints: the headline
+            self.fault = rest.strip()[:MAX_LINE_CHARS] or "fault"
             return False
         if self.nonce is None or verb != self.nonce:
             return False

@@ -12,11 +12,13 @@ and then crashed passed, and the crash went to the next case. On host and Linux 
 runtime (boards/runtime/host) declares a nonce in a Unity binary and, when it crashes,
 prints the name Unity itself holds for the running case, stamped
 (`#ondevice N crashed-in NAME`): that case fails whatever it printed, and a verdict line of
-a case after it cannot be its own."""
+a case after it cannot be its own. A bare-metal runtime's fault line names it too
+(`... case=NAME`; without a nonce: a test could blame another case, and the run still fails)."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from ..discover import Case, code_of, line_at
 from ..lines import BoundedLines
@@ -28,6 +30,7 @@ _RUN_TEST = re.compile(r"\bRUN_TEST\s*\(\s*([A-Za-z_]\w*)\s*[,)]")
 _FUNCTION = re.compile(r"\bvoid\s+(test\w*)\s*\(\s*(?:void)?\s*\)\s*\{")
 _VERDICT = re.compile(r"([^\s:][^:]*):(\d+):([A-Za-z_]\w*):(PASS|FAIL|IGNORE)(?::\s?(.*))?$")
 _RULE = re.compile(r"^-{10,}$")
+_FAULT_CASE = re.compile(r" case=(\S+)$")  # the case Unity was running, named by a fault line
 _TALLY = re.compile(r"^(\d+) Tests (\d+) Failures (\d+) Ignored\s*$")
 
 
@@ -121,6 +124,11 @@ class UnityParser(CaseStream):
         return next((n for n in self.order or tuple(expected) if n not in ended), None)
 
     def verdicts(self, expected: list[str], end: RunEnd) -> BinaryVerdicts:
+        if self.fault and not end.fault:
+            end = replace(end, fault=self.fault)
+        m = _FAULT_CASE.search(self.fault or "")
+        if m and self.crashed_in is None and self.summary is None:  # a bare-metal runtime's word
+            self.crashed_in = m.group(1)
         if self.nonce is not None and self.exited_in is None and not end.abnormal() and self.untrusted is None:
             self.untrusted = (
                 "the binary ended without the runtime's closing line: a test left with _exit(), "

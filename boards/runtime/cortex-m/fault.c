@@ -33,7 +33,7 @@ static const char *cfsr_reason(uint32_t cfsr, uint32_t hfsr) {
 
 /* frame: r0 r1 r2 r3 r12 lr pc xpsr, as the CPU stacked them */
 __attribute__((used, noreturn)) void ondevice_fault_report(const uint32_t *frame, const char *name) {
-  char line[200], *p = line;
+  char line[280], *p = line;
   uint32_t cfsr = SCB_CFSR, hfsr = SCB_HFSR;
   const char *why = cfsr_reason(cfsr, hfsr);
   p = put_str(p, "\r\n#ondevice fault ");
@@ -59,6 +59,7 @@ __attribute__((used, noreturn)) void ondevice_fault_report(const uint32_t *frame
     p = put_str(p, " MMFAR=");
     p = put_hex(p, SCB_MMFAR);
   }
+  p = put_unity_case(p, 64);
   p = put_str(p, "\r\n");
   ondevice_write(line, (size_t)(p - line));
   ondevice_exit(ONDEVICE_FAULT_EXIT);

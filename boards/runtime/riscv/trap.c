@@ -26,7 +26,7 @@ static const char *const causes[] = {
 
 __attribute__((used)) void ondevice_trap(void) {
   uint32_t mcause = CSR_READ(mcause), mepc = CSR_READ(mepc), mtval = CSR_READ(mtval);
-  char line[160];
+  char line[240];
   char *p = put_str(line, "\n#ondevice fault ");
   uint32_t code = mcause & 0x7FFFFFFFu;
   if (mcause & 0x80000000u)
@@ -39,6 +39,7 @@ __attribute__((used)) void ondevice_trap(void) {
   p = put_hex(p, mcause);
   p = put_str(p, " mtval=");
   p = put_hex(p, mtval);
+  p = put_unity_case(p, 64);
   *p++ = '\n';
   ondevice_write(line, (size_t)(p - line));
   ondevice_exit(ONDEVICE_FAULT_EXIT);
