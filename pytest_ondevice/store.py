@@ -253,7 +253,7 @@ class Store:
         raise self._untrusted(self.root, path, why)
 
     def _trusted(self, path: Path, kind: int) -> os.stat_result | None:
-        """path's lstat if it may be used, else None (counted: an untrusted entry is rebuilt)."""
+        """path's lstat if it may be used, else None (the caller moves it aside: rebuilt)."""
         st = os.lstat(path)
         if self.trust.problem(st, kind):
             return None

@@ -21,22 +21,25 @@ def problem(
     owner_ok: Callable[[int], bool],
     group_ok: Callable[[int], bool] = lambda gid: False,
     sticky_ok: bool = False,
+    owners: str = "an account not trusted here",
+    local: bool = True,
 ) -> str | None:
     """Why another account could change what st describes, or None.
 
-    owner_ok: whose files are trusted; group_ok: which group may also write (a shared
-    cache's); sticky_ok: a sticky directory writable by all is fine (/tmp above a cache:
-    others cannot rename what is ours there)."""
+    owner_ok: whose files are trusted (owners: who they are, for the message); group_ok:
+    which group may also write (a shared cache's); sticky_ok: a sticky directory writable
+    by all is fine (/tmp above a cache: others cannot rename what is ours there); local:
+    st is this machine's (its ids are named from our account database, a device's not)."""
     if stat.S_ISLNK(st.st_mode):
         return "is a symlink"
     if not owner_ok(st.st_uid):
-        return f"is owned by {user_name(st.st_uid)}, an account not trusted here"
+        return f"is owned by {user_name(st.st_uid) if local else f'uid {st.st_uid}'}, {owners}"
     if sticky_ok and st.st_mode & stat.S_ISVTX:
         return None
     if st.st_mode & 0o002:
         return "is writable by every account"
     if st.st_mode & 0o020 and not group_ok(st.st_gid):
-        return f"is writable by the group {group_name(st.st_gid)}"
+        return f"is writable by the group {group_name(st.st_gid) if local else f'gid {st.st_gid}'}"
     return None
 
 
