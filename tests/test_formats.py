@@ -363,3 +363,37 @@ def test_declared_format_wins_and_an_unknown_one_names_the_file():
     assert formats.for_source("#include <gtest/gtest.h>\n", "unity").name == "unity"
     with pytest.raises(formats.FormatError, match=r"ondevice.toml: unknown test format 'gtests'; known: .*gtest"):
         formats.for_source("", "gtests", "ondevice.toml")
+
+
+UNITY_NONCE = b"#ondevice nonce 0123456789abcdef\n"
+UNITY_EXIT = b"#ondevice 0123456789abcdef exit-in test_last\n"
+
+
+def test_unity_with_the_runtimes_nonce_a_tally_that_disagrees_still_fails_every_case():
+    # the runtime stamps only where Unity was: the verdict lines and the tally stay text
+    forged = UNITY_NONCE + UNITY.replace(b"1 Failures", b"0 Failures") + UNITY_EXIT
+    v = parse(Unity(), forged, UNITY_NAMES, RunEnd(exit_code=0))
+    assert "the closing summary says 0 failed" in v.cases["test_passes"].message
+
+
+def test_unity_with_the_runtimes_nonce_and_its_closing_line_keeps_each_verdict():
+    v = parse(Unity(), UNITY_NONCE + UNITY + UNITY_EXIT, UNITY_NAMES, RunEnd(exit_code=1))
+    assert outcomes(v) == {
+        "test_passes": "passed",
+        "test_fails": "failed",
+        "test_ignored": "skipped",
+        "test_last": "passed",
+    }
+    assert v.problems == []
+
+
+def test_a_format_without_a_hook_of_ours_reads_a_nonce_line_as_text():
+    from pytest_ondevice.formats.libtest import Libtest
+
+    stream = (
+        b"running 1 test\ntest t::a ... #ondevice nonce 0123456789abcdef\n#ondevice nonce 0123456789abcdef\nok\n\n"
+        b"test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s\n\n"
+    )
+    v = parse(Libtest(), stream, ["t::a"], RunEnd(exit_code=0))
+    assert outcomes(v) == {"t::a": "passed"}
+    assert v.problems == []

@@ -51,6 +51,8 @@ PLUGIN = HARNESS_DIR / "cpputest_plugin.cpp"
 
 
 class CppUTestParser(CaseStream):
+    hook = True  # our plugin: its stamped lines carry the verdicts
+
     def __init__(self, order: tuple[str, ...] = (), nonce_expected: bool = False) -> None:
         super().__init__(order)
         self.nonce_expected = nonce_expected  # built by us: the plugin is in the binary

@@ -52,6 +52,8 @@ LISTENER = HARNESS_DIR / "gtest_listener.cpp"
 
 
 class GoogleTestParser(CaseStream):
+    hook = True  # our listener: its stamped lines carry the verdicts
+
     def __init__(self, order: tuple[str, ...] = (), nonce_expected: bool = False) -> None:
         super().__init__(order)
         self.nonce_expected = nonce_expected  # built by us: the listener is in the binary

@@ -58,7 +58,9 @@ class CaseStream(CaseTracker):
     """Base of the harness parsers: subclasses implement line()."""
 
     exit_counts_failures = True  # the harness's main sets the exit status (not the user's)
-    nonce_expected = False  # our hook is linked into every binary: a run without a nonce is forged
+    hook = False  # a hook of ours in the binary may declare a nonce: else a nonce line is text
+    hook_verdicts = True  # ... and its stamped lines carry the verdicts (not only a crash's case)
+    nonce_expected = False  # that hook is linked into every binary: a run without a nonce is forged
 
     def __init__(self, order: tuple[str, ...] = ()) -> None:
         super().__init__()
@@ -97,7 +99,7 @@ class CaseStream(CaseTracker):
         if at and verb not in (self.nonce, "nonce"):
             return False
         before = self.current
-        if verb == "nonce":
+        if verb == "nonce" and self.hook:
             self._declare(rest.strip())
             return True
         if verb == "fault":  # a bare-metal runtime's, the last thing it prints: the headline
@@ -269,7 +271,7 @@ class CaseStream(CaseTracker):
     def _lenient(self, problem: str) -> bool:
         """With verdicts from the framework's hook, a summary or an exit status more lenient
         than they are is the binary's failure alone: each case keeps its own verdict."""
-        return self.nonce is not None and problem.startswith((_SUMMARY_SAYS, _FAILED_EXIT_0))
+        return self.hook_verdicts and self.nonce is not None and problem.startswith((_SUMMARY_SAYS, _FAILED_EXIT_0))
 
     def _counted(self, verdicts: dict[str, Verdict]) -> dict[str, int]:
         """What the output showed, in the closing summary's terms (before any verdict was

@@ -56,6 +56,8 @@ class Unity(Format):
 
 class UnityParser(CaseStream):
     exit_counts_failures = False  # the user's main decides
+    hook = True  # the host runtime: a nonce, and the case Unity ran at a crash and at the exit
+    hook_verdicts = False  # the verdict lines and the summary are still Unity's printed text
 
     def __init__(self, order: tuple[str, ...] = ()) -> None:
         super().__init__(order)
