@@ -40,6 +40,8 @@ TAMPERING = {
     "the binary is writable by another group": lambda p: (os.chown(p, -1, STRANGER), p.chmod(0o575)),
     "the entry dir is writable by every account": lambda p: p.parent.chmod(0o777),
     "meta.json is a symlink": _swap_meta_for_a_symlink,
+    "the entry dir is sticky and writable by every account": lambda p: p.parent.chmod(0o1777),
+    "the binary is a directory": lambda p: (p.unlink(), p.mkdir()),
 }
 
 
@@ -118,3 +120,68 @@ def test_a_manifest_of_another_account_is_not_followed(tmp_path):
     again = store.Store(tmp_path)
     assert again.lookup("cd" * 32, lambda r: True) is None
     assert json.loads(manifest.read_text())["results"][0]["key"] == KEY  # there, but never used
+
+
+MEMBER, OUTSIDER, GROUP = 54321, 54322, 54320
+
+
+@pytest.fixture
+def members(monkeypatch):
+    """The group GROUP has one member besides root: MEMBER (accounts need not exist)."""
+    monkeypatch.setattr(store.strictmodes, "member", lambda uid, gid: (uid, gid) == (MEMBER, GROUP))
+
+
+@pytest.mark.parametrize(("owner", "used"), [(MEMBER, True), (OUTSIDER, False)])
+def test_a_shared_cache_uses_what_its_groups_members_stored_only(tmp_path, members, owner, used):
+    root = tmp_path / "cache"
+    root.mkdir()
+    os.chown(root, 0, GROUP)
+    root.chmod(0o2775)
+    cache = store.Store(root, shared=True)
+    staged = cache.staging()
+    (staged / "a.elf").write_bytes(b"x")
+    entry = cache.commit(staged, "a.elf", KEY)
+    cache.close()
+    for path in (entry.path, entry.path.parent / "meta.json", entry.path.parent, entry.path.parent.parent):
+        os.chown(path, owner, GROUP)  # as that account would have stored it
+    again = store.Store(root, shared=True)
+    assert (again.get(KEY) is not None) is used
+    assert again.stats.untrusted == (0 if used else 1)
+    with pytest.raises(store.CacheError, match="is owned by uid 54322, an account not trusted here"):
+        os.chown(root / store.LAYOUT, OUTSIDER, GROUP)
+        store.Store(root, shared=True)
+
+
+def test_the_same_cache_is_not_shared_without_the_opt_in(tmp_path, members):
+    root = tmp_path / "cache"
+    root.mkdir()
+    os.chown(root, 0, GROUP)
+    root.chmod(0o2775)
+    with pytest.raises(store.CacheError, match="set ondevice_cache_shared = true"):
+        store.Store(root)
+
+
+@pytest.mark.parametrize(
+    ("value", "shared"),
+    [("1", True), ("true", True), ("Yes", True), (" on ", True), ("0", False), ("", False), ("false", False)],
+)
+def test_the_opt_in_from_the_environment(monkeypatch, value, shared):
+    monkeypatch.setenv(store.SHARED_ENV, value)
+    assert store.shared_from_env() is shared
+
+
+@pytest.mark.skipif(store.strictmodes.private_group(0) != 0, reason="root's group is not a user private group here")
+def test_dirs_writable_by_this_accounts_own_private_group_are_fine(tmp_path):
+    """umask 002 on a user-private-group system: nobody else is in that group."""
+    _stored(tmp_path / "cache")
+    for path in (tmp_path / "cache", tmp_path / "cache" / store.LAYOUT, tmp_path / "cache" / store.LAYOUT / "entries"):
+        os.chown(path, 0, 0)
+        path.chmod(0o775)
+    assert store.Store(tmp_path / "cache").get(KEY) is not None
+
+
+def test_a_cache_dir_this_account_cannot_write_names_the_shared_opt_in():
+    err = PermissionError(13, "Permission denied", "/srv/cache/v2/tmp")
+    text = str(store.unusable(Path("/srv/cache"), err))
+    assert "Permission denied (/srv/cache/v2/tmp)" in text and "needs ondevice_cache_shared = true" in text, text
+    assert "ondevice_cache_shared" not in str(store.unusable(Path("/b"), err, "build dir"))
