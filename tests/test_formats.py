@@ -397,3 +397,17 @@ def test_a_format_without_a_hook_of_ours_reads_a_nonce_line_as_text():
     v = parse(Libtest(), stream, ["t::a"], RunEnd(exit_code=0))
     assert outcomes(v) == {"t::a": "passed"}
     assert v.problems == []
+
+
+def test_unity_the_case_named_at_exit_is_placed_by_print_order_not_source_order():
+    # runner functions called in another order than written: test_a1 ran first
+    stream = (
+        UNITY_NONCE + b"g.c:8:test_a1:PASS\ng.c:7:test_b1:PASS\n\n-----------------------\n"
+        b"2 Tests 0 Failures 0 Ignored\nOK\n#ondevice 0123456789abcdef exit-in test_b1\n"
+    )
+    v = parse(Unity(), stream, ["test_b1", "test_a1"], RunEnd(exit_code=0))
+    assert outcomes(v) == {"test_b1": "passed", "test_a1": "passed"}
+    forged = stream.replace(b"exit-in test_b1", b"exit-in test_a1")  # test_a1 printed test_b1's line
+    v = parse(Unity(), forged, ["test_b1", "test_a1"], RunEnd(exit_code=0))
+    assert outcomes(v) == {"test_b1": "failed", "test_a1": "failed"}
+    assert "not run: the program exited in case test_a1" in v.cases["test_b1"].message

@@ -65,6 +65,7 @@ class UnityParser(CaseStream):
         self._after_rule = False
         self.crashed_in: str | None = None  # the runtime's word: Unity's running case at a crash
         self.exited_in: str | None = None  # ... and when the program exited (its closing line)
+        self._printed: dict[str, int] = {}  # case -> place of its verdict line in print order
 
     def _stamped(self, body: str) -> None:
         """Our runtime stamps two lines in a Unity run: the case Unity was running at a crash
@@ -86,6 +87,7 @@ class UnityParser(CaseStream):
             fresh = record is None or record.outcome is None
             record = self.once(name, outcome, message or "ignored in the source (TEST_IGNORE)")
             if record is not None and fresh:
+                self._printed.setdefault(name, len(self._printed))
                 self._take_pending(record, line)
                 if outcome is Outcome.FAILED:
                     record.add_failure(f"{where}: {message}" if message else f"{where}: FAIL")
@@ -137,13 +139,12 @@ class UnityParser(CaseStream):
                 "so the lines before cannot be believed"
             )
         result = super().verdicts(expected, end)
-        order = list(self.order or expected)
-        if self.crashed_in in order and end.abnormal():
+        if self.crashed_in is not None and end.abnormal():
             why = f"not run: {end.abnormal()} in case {self.crashed_in}, before this case"
-            self._printed_by(result, order, self.crashed_in, why)
-        elif self.exited_in in order and not end.abnormal():
+            self._printed_by(result, self._after(self.crashed_in, expected), why)
+        elif self.exited_in is not None and not end.abnormal():
             why = f"not run: the program exited in case {self.exited_in}, before this case"
-            if self._printed_by(result, order, self.exited_in, why):
+            if self._printed_by(result, self._after(self.exited_in, expected), why):
                 v = result.cases.get(self.exited_in) or result.unknown.get(self.exited_in)
                 table = result.cases if self.exited_in in result.cases else result.unknown
                 table[self.exited_in] = Verdict(
@@ -155,12 +156,21 @@ class UnityParser(CaseStream):
                 )
         return result
 
+    def _after(self, name: str, expected: list[str]) -> list[str]:
+        """The cases whose verdict lines Unity cannot have printed when it was still in case
+        `name`: those printed after its own line; without one (it never finished), those after
+        it in the source's run order."""
+        if name in self._printed:
+            return [n for n, i in self._printed.items() if i > self._printed[name]]
+        order = list(self.order or expected)
+        return order[order.index(name) + 1 :] if name in order else []
+
     @staticmethod
-    def _printed_by(result: BinaryVerdicts, order: list[str], last: str, why: str) -> bool:
-        """Verdict lines of cases after `last`, the case Unity ran last, were printed by it:
-        those cases fail (`why`, "its verdict line was another case's"). True when any did."""
+    def _printed_by(result: BinaryVerdicts, names: list[str], why: str) -> bool:
+        """Those cases' verdict lines were printed by the case Unity was in: they fail
+        (`why`, "its verdict line was another case's"). True when any had passed or skipped."""
         found = False
-        for name in order[order.index(last) + 1 :]:
+        for name in names:
             table = result.cases if name in result.cases else result.unknown
             v = table.get(name)
             if v is not None and v.outcome is not Outcome.FAILED:
