@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -42,7 +44,17 @@ TAMPERING = {
     "meta.json is a symlink": _swap_meta_for_a_symlink,
     "the entry dir is sticky and writable by every account": lambda p: p.parent.chmod(0o1777),
     "the binary is a directory": lambda p: (p.unlink(), p.mkdir()),
+    "meta.json names a file outside its entry": lambda p: _point_meta_outside(p),
 }
+
+
+def _point_meta_outside(artifact: Path) -> None:
+    outside = artifact.parent.parent / "outside.elf"
+    outside.write_bytes(b"\x7fELF elsewhere")
+    meta = artifact.parent / "meta.json"
+    meta.chmod(0o644)
+    meta.write_text(json.dumps({"name": "../outside.elf", "sha256": hashlib.sha256(outside.read_bytes()).hexdigest()}))
+    meta.chmod(0o444)
 
 
 @pytest.mark.parametrize("tamper", TAMPERING.values(), ids=TAMPERING.keys())
@@ -62,6 +74,57 @@ def test_an_entry_of_this_account_with_the_usual_modes_is_used(tmp_path):
     artifact = _stored(tmp_path / "cache")
     cache = store.Store(tmp_path / "cache")
     assert cache.get(KEY).path == artifact and cache.stats.untrusted == 0
+    assert cache.get("ef" * 32) is None and cache.lookup("ef" * 32, lambda r: True) is None  # nothing there
+    assert (cache.stats.untrusted, cache.stats.damaged) == (0, 0)
+
+
+def test_an_entry_without_its_meta_json_is_damaged_and_built_again(tmp_path):
+    artifact = _stored(tmp_path / "cache")
+    (artifact.parent / "meta.json").unlink()
+    cache = store.Store(tmp_path / "cache")
+    assert cache.get(KEY) is None and (cache.stats.damaged, cache.stats.untrusted) == (1, 0)
+    assert not artifact.parent.exists()
+
+
+@pytest.mark.parametrize("shared", [False, True])
+@pytest.mark.parametrize("umask", [0o002, 0o077])
+def test_what_the_store_makes_has_its_modes_whatever_the_umask(tmp_path, shared, umask):
+    """Private: nobody else may write anything; shared: the group may write every dir (setgid)
+    and read every file, write what is rewritten, and nobody writes an entry's files."""
+    root = tmp_path / "new" / "cache"
+    old = os.umask(umask)
+    try:
+        cache = store.Store(root, shared=shared)
+        staged = cache.staging()
+        (staged / "a.elf").write_bytes(b"x")
+        cache.commit(staged, "a.elf", KEY)
+        cache.record("cd" * 32, {"key": KEY})
+        with cache.lock("ef" * 32):
+            pass
+        cache.close()
+    finally:
+        os.umask(old)
+    for path in [tmp_path / "new", root, *root.rglob("*")]:
+        mode = path.lstat().st_mode
+        if shared and path != tmp_path / "new":
+            wanted = 0o2070 if path.is_dir() else 0o040 if "entries" in path.parts else 0o060
+            assert mode & wanted == wanted and not mode & 0o002, (path, oct(mode))
+        else:
+            assert not mode & 0o022, (path, oct(mode))
+        if "entries" in path.parts and path.is_file():
+            assert not mode & 0o222, (path, oct(mode))  # never written again
+
+
+def test_no_trim_runs_while_a_session_adds_a_hold(tmp_path):
+    cache = store.Store(tmp_path)
+    with cache._holding(KEY):
+        fd = os.open(tmp_path / store.LAYOUT / "locks" / "trim", os.O_RDONLY)
+        try:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(fd)
+    assert KEY in store.Store(tmp_path).held()  # and what it holds, others see
 
 
 @pytest.mark.parametrize(
