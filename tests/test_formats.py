@@ -411,3 +411,62 @@ def test_unity_the_case_named_at_exit_is_placed_by_print_order_not_source_order(
     v = parse(Unity(), forged, ["test_b1", "test_a1"], RunEnd(exit_code=0))
     assert outcomes(v) == {"test_b1": "failed", "test_a1": "failed"}
     assert "not run: the program exited in case test_a1" in v.cases["test_b1"].message
+
+
+def stamped(*lines: str) -> bytes:
+    return b"".join(f"#ondevice 0123456789abcdef {x}\n".encode() for x in lines)
+
+
+def test_stamped_lines_skip_problem_summary_count_and_a_marker_after_text_without_newline():
+    stream = (
+        b"#ondevice nonce 0123456789abcdef\n"
+        + stamped("case A.One", "skip A.One x.cc:4: not today", "end A.One skipped")
+        + b"TEST(A, Two)#ondevice 0123456789abcdef case A.Two\n"  # the framework's text had no newline
+        + b"chatter #ondevice ffffffffffffffff end A.Two failed\n"  # another nonce: the case's log
+        + stamped("end A.Two sideways", "end A.Two passed", "problem outside any test: env.cc:3 no board")
+        + stamped("summary cases=3", "case A.Late", "end A.Late failed")  # nothing moves after the closing line
+    )
+    v = parse(GoogleTest(), stream, ["A.One", "A.Two"], RunEnd(exit_code=1))
+    assert outcomes(v) == {"A.One": "skipped", "A.Two": "passed"}
+    assert v.cases["A.One"].message == "x.cc:4: not today"
+    assert "TEST(A, Two)" in v.cases["A.Two"].log and "chatter" in v.cases["A.Two"].log
+    assert v.problems == [
+        "outside any test: env.cc:3 no board",
+        "the closing summary says 3 total, but the output shows 2",
+    ]
+    assert v.unknown == {}
+
+
+def test_a_stamped_skip_or_failure_about_a_case_that_never_started_moves_nothing():
+    stream = b"#ondevice nonce 0123456789abcdef\n" + stamped(
+        "fail A.Two x.cc:9: Failure", "skip A.Two no", "case A.One", "end A.One passed", "summary cases=1"
+    )
+    v = parse(GoogleTest(), stream, ["A.One", "A.Two"], RunEnd(exit_code=0))
+    assert outcomes(v) == {"A.One": "passed", "A.Two": "failed"}
+    assert v.cases["A.Two"].message.startswith("not run")
+
+
+def test_cpputest_with_the_plugin_failure_text_comes_from_cpputests_lines_by_name():
+    stream = (
+        b"#ondevice nonce 0123456789abcdef\n"
+        + b"TEST(G, Leaks)#ondevice 0123456789abcdef case G.Leaks\n"
+        + stamped("end G.Leaks passed")
+        + b"c.cpp:5: error: Failure in TEST(G, Leaks)\n\tMemory leak(s) found.\nnot detail\n\tnot detail either\n"
+        + b"TEST(G, Fine)#ondevice 0123456789abcdef case G.Fine\n"
+        + stamped("end G.Fine passed", "summary cases=2")
+        + b"Errors (1 failures, 2 tests, 2 ran, 0 checks, 0 ignored, 0 filtered out, 0 ms)\n"
+    )
+    v = parse(CppUTest(), stream, ["G.Leaks", "G.Fine"], RunEnd(exit_code=1))
+    assert outcomes(v) == {"G.Leaks": "failed", "G.Fine": "passed"}
+    assert v.cases["G.Leaks"].message == "c.cpp:5: error: Failure in TEST(G, Leaks)\nMemory leak(s) found."
+    assert v.cases["G.Leaks"].location == ("c.cpp", 5)
+    assert v.problems == []
+
+
+def test_a_fault_line_is_the_headline_of_the_running_harness_case():
+    stream = b"u.c:3:test_passes:PASS\nsetting up\n\r\n#ondevice fault UsageFault (UNDEFINSTR) pc=0x00000158\r\n"
+    v = parse(Unity(), stream, ["test_passes", "test_fails"], RunEnd(exit_code=3))
+    assert outcomes(v) == {"test_passes": "passed", "test_fails": "failed"}
+    assert v.cases["test_fails"].message.startswith(
+        "fault: UsageFault (UNDEFINSTR) pc=0x00000158 while this case was running"
+    )
