@@ -16,7 +16,13 @@ mkdir -p "$OUT"
 
 # What is reachable and what is missing; a board that cannot run is said here and
 # again by its tests' errors, so the run goes on with the others.
-pytest-ondevice doctor --fleet "$FLEET" || echo "nightly: some boards cannot run (see above); running the rest"
+doctor=0
+pytest-ondevice doctor --fleet "$FLEET" || doctor=$?
+case "$doctor" in
+  0) ;;
+  10) echo "nightly: some devices cannot be used (see above); their boards' binaries go to the others" ;;
+  *) echo "nightly: some boards cannot run (see above); running the rest" ;;
+esac
 
 status=0
 pytest --fleet="$FLEET" -n auto "$TESTS" -p no:cacheprovider \
