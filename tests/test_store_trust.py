@@ -115,15 +115,24 @@ def test_what_the_store_makes_has_its_modes_whatever_the_umask(tmp_path, shared,
             assert not mode & 0o222, (path, oct(mode))  # never written again
 
 
+def _trim_could_run(root: Path) -> bool:
+    fd = os.open(root / store.LAYOUT / "locks" / "trim", os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
 def test_no_trim_runs_while_a_session_adds_a_hold(tmp_path):
     cache = store.Store(tmp_path)
     with cache._holding(KEY):
-        fd = os.open(tmp_path / store.LAYOUT / "locks" / "trim", os.O_RDONLY)
-        try:
-            with pytest.raises(BlockingIOError):
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        finally:
-            os.close(fd)
+        with cache._holding("cd" * 32):  # another thread of the session, done first
+            assert not _trim_could_run(tmp_path)
+        assert not _trim_could_run(tmp_path)
+    assert _trim_could_run(tmp_path)
     assert KEY in store.Store(tmp_path).held()  # and what it holds, others see
 
 
@@ -248,3 +257,46 @@ def test_a_cache_dir_this_account_cannot_write_names_the_shared_opt_in():
     text = str(store.unusable(Path("/srv/cache"), err))
     assert "Permission denied (/srv/cache/v2/tmp)" in text and "needs ondevice_cache_shared = true" in text, text
     assert "ondevice_cache_shared" not in str(store.unusable(Path("/b"), err, "build dir"))
+
+
+@pytest.mark.parametrize("kind", ["entries", "manifests", "locks"])
+def test_a_shard_another_account_made_is_moved_aside_when_storing(tmp_path, kind):
+    cache = store.Store(tmp_path)
+    shard = tmp_path / store.LAYOUT / kind / KEY[:2]
+    shard.mkdir()
+    (shard / "planted").write_text("theirs")
+    os.chown(shard, STRANGER, -1)
+    staged = cache.staging()
+    (staged / "a.elf").write_bytes(b"ours")
+    {
+        "entries": lambda: cache.commit(staged, "a.elf", KEY),
+        "manifests": lambda: cache.record(KEY, {"key": "cd" * 32}),
+        "locks": lambda: cache.lock(KEY).__enter__(),
+    }[kind]()
+    assert shard.stat().st_uid == 0 and not (shard / "planted").exists()
+
+
+def test_a_manifest_another_account_wrote_is_replaced_not_extended(tmp_path):
+    cache = store.Store(tmp_path)
+    cache.record(KEY, {"key": "ef" * 32})  # theirs, say
+    manifest = next((tmp_path / store.LAYOUT / "manifests").rglob("*.json"))
+    os.chown(manifest, STRANGER, -1)
+    cache.record(KEY, {"key": "cd" * 32})
+    assert [r["key"] for r in json.loads(manifest.read_text())["results"]] == ["cd" * 32]
+
+
+@pytest.mark.parametrize("theirs", ["whole", "damaged"])
+def test_two_sessions_storing_the_same_inputs_keep_one_entry(tmp_path, theirs):
+    first, second = store.Store(tmp_path), store.Store(tmp_path)
+    mine = second.staging()
+    (mine / "a.elf").write_bytes(b"same")
+    staged = first.staging()
+    (staged / "a.elf").write_bytes(b"same")
+    entry = first.commit(staged, "a.elf", KEY)
+    if theirs == "damaged":
+        entry.path.chmod(0o644)
+        entry.path.write_bytes(b"half")
+    kept = second.commit(mine, "a.elf", KEY)
+    assert kept.path == entry.path and kept.path.read_bytes() == b"same"
+    assert not mine.exists()  # the staging dir went: renamed into place, or removed
+    assert (second.stats.damaged, second.stats.untrusted) == ((1, 0) if theirs == "damaged" else (0, 0))
