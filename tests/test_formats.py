@@ -470,3 +470,17 @@ def test_a_fault_line_is_the_headline_of_the_running_harness_case():
     assert v.cases["test_fails"].message.startswith(
         "fault: UsageFault (UNDEFINSTR) pc=0x00000158 while this case was running"
     )
+
+
+def test_gtest_and_cpputest_binaries_link_our_hook_and_their_runs_must_declare_its_nonce():
+    from pytest_ondevice.formats.cpputest import PLUGIN
+    from pytest_ondevice.formats.gtest import LISTENER
+
+    assert GoogleTest().needs("TEST(A, B) {}").sources == (LISTENER,)
+    assert GoogleTest().needs("int main(int c, char **v) {}").pkg_config == ("gtest",)
+    assert CppUTest().needs("TEST(A, B) {}").sources == (PLUGIN, PLUGIN.with_name("cpputest_main.cpp"))
+    assert CppUTest().needs("int main(int c, char **v) {}").sources == (PLUGIN,)
+    assert all(p.is_file() for p in (LISTENER, PLUGIN, PLUGIN.with_name("cpputest_main.cpp")))
+    v = parse(CppUTest(), CPPUTEST, CPPUTEST_NAMES, RunEnd(exit_code=1))  # its printed lines alone
+    assert {x.outcome for x in v.cases.values()} == {Outcome.FAILED}
+    assert "printed no nonce" in v.cases["Grp.Passes"].message
