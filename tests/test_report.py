@@ -256,11 +256,20 @@ def test_a_pass_after_a_rerun_is_flaky_in_the_report_naming_device_and_cause(pro
     out = tmp_path / "r.html"
     assert main(["report", str(project.path / "h.db"), "--html", str(out)]) == 0
     text = out.read_text()
-    assert _table_column(text, "flaky") == ["Lucky"]  # one run is enough: a rerun is seen in that run
-    assert _table_column(text, "flaky", 4) == ["1"]  # passed
-    assert _table_column(text, "flaky", 5) == ["0"]  # failed
-    assert _table_column(text, "flaky", 6) == ["1"]  # passed after a rerun
-    assert _table_column(text, "flaky", 8) == ["pi-1: connection lost after 2.1 s (ssh: EOF)"]
+    assert "<h2>Flaky cases (same binary, both passed and failed; or passed only after a rerun)</h2>" in text
+    (sha,) = {r.binary_sha256 for r in load(project.path / "h.db").results}
+    row = [_table_column(text, "flaky", col) for col in range(9)]  # one run is enough: a rerun is seen in it
+    assert row == [
+        ["Lucky"],
+        ["lucky_test.c"],
+        ["host"],
+        [f"<code>{sha[:12]}</code>"],
+        ["1"],  # passed
+        ["0"],  # failed
+        ["1"],  # passed after a rerun
+        ["passed"],  # last
+        ["pi-1: connection lost after 2.1 s (ssh: EOF)"],
+    ]
     assert _table_column(text, "device-errors") == ["pi-1"]  # the device the attempt was cut short on
     assert _table_column(text, "device-errors", 4) == ["1"]  # attempts cut short
     assert _table_column(text, "device-errors", 6) == ["pi-1: connection lost after 2.1 s (ssh: EOF)"]
@@ -292,6 +301,9 @@ def test_a_case_that_passed_cleanly_in_every_run_is_not_flaky(tmp_path):
         append_run(db, run, results, [])
     db.close()
     assert [f.case_name for f in report.flaky(load(path))] == ["B"]  # flipped on one binary; A never reran
+    assert "No earlier run" not in report._flaky_section([], 2)  # two runs compared: none is flaky
+    assert report._flaky_section([], 2).endswith('<p class="ok">None.</p>')
+    assert report._flaky_section([], 1).endswith("<p>No earlier run to compare with.</p>")
 
 
 def _damage(path, sql: str) -> None:
