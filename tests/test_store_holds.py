@@ -67,6 +67,40 @@ def test_another_processs_trim_leaves_what_a_live_session_holds_and_a_dead_one_h
     assert not list((tmp_path / store.LAYOUT / "holds").iterdir())  # the dead session's file is gone too
 
 
+def test_a_trim_removes_the_least_recently_used_until_90_percent_and_clean_keeps_what_is_held(tmp_path):
+    keys = [f"{i:x}" * 64 for i in range(6)]
+    first = store.Store(tmp_path)
+    for i, key in enumerate(keys):  # keys[0] the least recently used
+        _entry(first, key, 100 * (6 - i))
+    first.close()
+    count, size = store.Store(tmp_path).usage()
+    each = size // 6
+    assert count == 6 and size == 6 * each and each > 1000  # the binary and its meta.json
+    other = store.Store(tmp_path)
+    assert other.get(keys[0]) is not None and other.get(keys[4]) is not None  # held, however old
+    assert other.trim(max_size=4 * each) == 3  # down to 90 % of 4 entries: 3.6, so 3 left
+    assert _left(tmp_path, keys) == [keys[0], keys[4], keys[5]]
+    assert store.Store(tmp_path).trim(max_size=3 * each) == 0  # at the limit: nothing to do
+    assert store.Store(tmp_path).clear() == (1, each, 2)  # keys[5] removed; two held by `other`
+    assert _left(tmp_path, keys) == [keys[0], keys[4]]
+
+
+def test_every_live_sessions_holds_count_and_a_stray_file_there_stops_nothing(tmp_path):
+    keys = [f"{i:x}" * 64 for i in range(3)]
+    first = store.Store(tmp_path)
+    for key in keys:
+        _entry(first, key, 0)
+    first.close()
+    holds = tmp_path / store.LAYOUT / "holds"
+    (holds / "0-dangling").symlink_to(tmp_path / "nowhere")
+    one, two = store.Store(tmp_path), store.Store(tmp_path)
+    one.get(keys[0])
+    two.get(keys[1])
+    assert store.Store(tmp_path).held() >= {keys[0], keys[1]}
+    assert store.Store(tmp_path).clear()[0] == 1
+    assert _left(tmp_path, keys) == keys[:2]
+
+
 PAUSE = """
 import os, time
 from pathlib import Path

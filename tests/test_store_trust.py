@@ -101,6 +101,8 @@ def test_what_the_store_makes_has_its_modes_whatever_the_umask(tmp_path, shared,
         cache.record("cd" * 32, {"key": KEY})
         with cache.lock("ef" * 32):
             pass
+        (hold,) = (root / store.LAYOUT / "holds").iterdir()  # readable by the group, written by none
+        assert not hold.stat().st_mode & 0o022 and (hold.stat().st_mode & 0o040 or not shared)
         cache.close()
     finally:
         os.umask(old)
