@@ -319,3 +319,43 @@ def test_a_labgrid_place_gives_the_address_through_its_resource(tmp_path):
         address_of(p3, {"port": "/dev/ttyUSB0"})
     with pytest.raises(PlaceError, match=r"needs 'serial' \(the NetworkService has address, port, username\)"):
         address_of(replace(p1, address="{serial}"), service)
+
+
+def test_leases_fill_every_slot_name_their_holder_and_leave_no_name_behind(tmp_path):
+    """Found missing by mutation testing: slots after a taken one, the holder's exact line, a
+    nested lease dir, files any fleet user can open, and the name cleared at release."""
+    from pytest_ondevice.lease import Leases
+
+    root = tmp_path / "farm" / "leases"  # its parent does not exist yet either
+    pi = fleet.Device("pi-1", "rpi", jobs=2)
+    mine = Leases(root, lambda d: d.jobs, "pid 1 on a (user ci)")
+    (root / "pi-1.0.lock").write_text("pid 999 on gone (a much longer line left by a holder that died)\n")
+    old = os.umask(0)
+    try:
+        first = mine.try_take(pi)
+        second = mine.try_take(pi)
+    finally:
+        os.umask(old)
+    assert (first.slot, second.slot) == (0, 1) and second.path == root / "pi-1.1.lock"
+    assert mine.try_take(pi) is None  # both slots held
+    assert (second.path.stat().st_mode & 0o777) == 0o666  # another user of the fleet can open it
+    assert mine.holders(pi) == ["pid 1 on a (user ci)"] * 2
+    first.release()
+    assert mine.holders(pi) == ["pid 1 on a (user ci)"]  # slot 0 says nobody; slot 1 is still named
+    assert mine.describe([pi]) == "pi-1 is leased by pid 1 on a (user ci)"
+    second.release()
+    assert mine.holders(pi) == [] and mine.describe([pi]) == "pi-1 is leased by another process"
+
+
+def test_a_lease_file_that_cannot_be_opened_is_an_error_naming_it_and_the_fix(tmp_path):
+    from pytest_ondevice.transports import InfrastructureError
+
+    from pytest_ondevice.lease import Leases
+
+    (tmp_path / "pi-1.0.lock").mkdir()
+    with pytest.raises(InfrastructureError) as e:
+        Leases(tmp_path, lambda d: 1, "me").try_take(fleet.Device("pi-1", "rpi"))
+    assert str(e.value) == (
+        f"cannot open the lease file {tmp_path}/pi-1.0.lock: Is a directory (is the lease directory writable by "
+        "every user of the fleet?)"
+    )
