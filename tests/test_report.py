@@ -330,3 +330,37 @@ def test_a_history_with_damaged_json_still_renders_naming_each_skipped_value(his
     assert _table_column(text, "new-failures") == ["SimpleTestQuantized"]  # the rest of the page as before
     assert _table_column(text, "slow-kernels") == ["gemm_s8_opt_32"]
     assert _table_column(text, "flaky") == ["EchoesAtSpeed"]
+
+
+def test_flaky_cases_come_failures_first_then_most_reruns_and_devices_count_each_cut_short_attempt(tmp_path):
+    """Found missing by mutation testing: the order of the flaky table, a rerun pass whose result
+    names no binary, two attempts cut short on one device, reruns that are not strings."""
+    path = tmp_path / "h.db"
+    db = connect(path)
+    lost = "pi-1: connection lost (log: a.log)"
+    for night in (1, 2):
+        run = Run(started=f"2026-11-0{night}T02:00:00+00:00", finished=f"2026-11-0{night}T02:01:00+00:00")
+        where = {"board": "rpi", "device": "pi-2", "binary_sha256": "cd" * 32}
+        results = [
+            Result("a_test.c::Once[rpi]", "Once", "passed", **where, reruns=[lost] if night == 2 else []),
+            Result("a_test.c::Twice[rpi]", "Twice", "passed", **where, reruns=[lost, lost]),
+            Result("a_test.c::Flip[rpi]", "Flip", "failed" if night == 1 else "passed", **where),
+            Result("py::NoBinary", "NoBinary", "passed", board="rpi", device="pi-2", flaky="said so"),
+        ]
+        append_run(db, run, results, [])
+    db.close()
+    history = load(path)
+    found = report.flaky(history)
+    assert [(f.case_name, f.failed, f.after_rerun) for f in found] == [
+        ("Flip", 1, 0),
+        ("Twice", 0, 2),  # ties by node id
+        ("NoBinary", 0, 2),
+        ("Once", 0, 1),
+    ]
+    assert found[2].binary_sha256 == "" and found[2].reruns == ("said so",)
+    stats = {s.device: s for s in report.devices(history)}
+    assert (stats["pi-1"].cut_short, stats["pi-1"].board, stats["pi-1"].last_error) == (5, "rpi", lost)
+    _damage(path, "UPDATE results SET reruns = '[1, 2]' WHERE rowid = 1")
+    damaged = load(path)
+    assert damaged.results[0].reruns == [] and len(damaged.damaged) == 1
+    assert "column reruns is not a list of strings ('[1, 2]')" in damaged.damaged[0]
