@@ -77,7 +77,9 @@ def test_a_trim_removes_the_least_recently_used_until_90_percent_and_clean_keeps
     each = size // 6
     assert count == 6 and size == 6 * each and each > 1000  # the binary and its meta.json
     other = store.Store(tmp_path)
-    assert other.get(keys[0]) is not None and other.get(keys[4]) is not None  # held, however old
+    assert other.get(keys[0]) is not None and other.get(keys[4]) is not None
+    for key in (keys[0], keys[4]):  # a long session's holds: used long ago, the oldest still
+        os.utime(tmp_path / store.LAYOUT / "entries" / key[:2] / key, (1, 1))
     assert other.trim(max_size=4 * each) == 3  # down to 90 % of 4 entries: 3.6, so 3 left
     assert _left(tmp_path, keys) == [keys[0], keys[4], keys[5]]
     assert store.Store(tmp_path).trim(max_size=3 * each) == 0  # at the limit: nothing to do
