@@ -2,10 +2,11 @@
 suspected of causing them.
 
 A test can break its device's link (kill its parent, exhaust memory) as surely as a dead
-board can, so an error is charged to a device only when it is the device's own:
-- confirmed: met before the binary started (open, push, the pre-flight checks), or the
-  device failed a health check right after it;
-- or met there by more than one binary (each counted once).
+board can, so the runner (runner.py) charges an error to a device only when it is the
+device's own: met before the binary started and not a lost link (it refused the file, the
+push failed), or the device failed a health check right after it. A lost link or an error
+while the binary ran, after which the device answers, is no strike; where the transport
+cannot tell, such errors count once more than one binary met them there (one per binary).
 A binary whose errors two healthy devices met is the suspect: its errors are withdrawn
 from every device, and it is not moved again.
 

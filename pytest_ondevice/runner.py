@@ -85,6 +85,7 @@ class BinaryResult:
     retried: list[str] | None = None  # "device: error" of the devices it failed on first
     reruns: list[Rerun] = field(default_factory=list)  # the attempts before this one, oldest first
     binary_started: bool = False  # the infra_error struck while the binary ran
+    transient: bool = False  # the infra_error was a lost link (worth a fresh connection)
 
 
 @dataclass
@@ -308,8 +309,10 @@ class OnDeviceSession:
         again on another device of the board (fleet `retries` times at most).
 
         The device is struck for an error that was its own (see quarantine.py): K strikes
-        and it is out for the rest of the run. A binary whose errors two devices met, each
-        healthy right after, is the suspect: it errors, naming both, and moves no further."""
+        and it is out for the rest of the run. A lost link, or an error while the binary
+        ran, is asked of the device's health first. A binary whose runs broke off on two
+        devices, each healthy right after, is the suspect: it errors, naming both, and
+        moves no further."""
         devices = self.fleet.for_board(spec.board.name)
         failed: list[str] = []  # "device: error" of each device it could not run on
         earlier: list[Rerun] = []  # every attempt cut short, oldest first
@@ -350,15 +353,19 @@ class OnDeviceSession:
             tried.add(name)
             failed.append(f"{name}: {result.infra_error}")
             earlier.append(Rerun(name, result.infra_error, result.log_path, result.binary_started))
-            if result.binary_started and self._healthy(lease.device):
-                self.quarantine.strike(name, result.infra_error, binary=f"{spec.board.name}:{spec.rel}")
-                healthy_after[name] = result.infra_error
-                if len(healthy_after) > 1:
-                    self.quarantine.accuse(f"{spec.board.name}:{spec.rel}")
-                    result.infra_error = _suspect(spec, healthy_after)
-                    break
-            elif self.quarantine.strike(name, result.infra_error):
-                self._forget_transport(lease.device)
+            health = self._health(lease.device) if result.binary_started or result.transient else False
+            if health is False:  # the device's own: unreachable now, or refused before anything ran
+                if self.quarantine.strike(name, result.infra_error):
+                    self._forget_transport(lease.device)
+            else:
+                if health is None:  # cannot tell: counts once more than one binary met such errors there
+                    self.quarantine.strike(name, result.infra_error, binary=f"{spec.board.name}:{spec.rel}")
+                if result.binary_started:
+                    healthy_after[name] = result.infra_error
+                    if len(healthy_after) > 1:
+                        self.quarantine.accuse(f"{spec.board.name}:{spec.rel}")
+                        result.infra_error = _suspect(spec, healthy_after)
+                        break
             if self.stopping.is_set():
                 break
         result.reruns = earlier[:-1]  # the last attempt is the error itself
@@ -366,11 +373,12 @@ class OnDeviceSession:
             result.infra_error = f"tried on {len(tried)} device(s): " + "; ".join(failed)
         return result
 
-    def _healthy(self, device: Device) -> bool:
-        """After an error that struck while a binary ran: does the device still answer (a
-        fresh connection, a command run)? Then the binary may well have caused it."""
+    def _health(self, device: Device) -> bool | None:
+        """After a lost link, or an error that struck while a binary ran: does the device
+        still answer (a fresh connection, a command run)? Then it is not the device's fault.
+        None: its transport cannot tell."""
         try:
-            return self._transport(device).healthy() is not False
+            return self._transport(device).healthy()
         except Exception:
             return False
 
@@ -436,6 +444,7 @@ class OnDeviceSession:
                     device=device,
                     reruns=reruns,
                     binary_started=started,
+                    transient=e.retryable,
                 )
             log.close(end)
             verdicts = parser.verdicts(list(spec.cases), end)

@@ -116,12 +116,17 @@ class LinuxDevice(Transport):
         if self.cache is None:
             raise ConnectionLost(f"{self.where}: not connected")
         self._check_exec_format(artifact)
+        sid = self.sid
         try:
             with self._deploy_lock:
                 return self.cache.place(self._fs("deploy"), artifact, sha256, data)
-        except InfrastructureError:
-            raise
         except Exception as e:
+            if self.sid != sid:  # another run's thread reconnected meanwhile: our session dir is gone
+                raise ConnectionLost(
+                    f"{self.where}: the connection was renewed while {artifact.name} was pushed: {e}"
+                ) from None
+            if isinstance(e, InfrastructureError):
+                raise
             raise self._push_failed(e, artifact) from None
 
     # -- console -------------------------------------------------------------------------
