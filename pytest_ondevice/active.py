@@ -56,6 +56,7 @@ def activate(config: pytest.Config) -> None:
         rootdir=config.rootpath,
         build_root=_ini_path(config, "ondevice_build_dir") or config.rootpath / ".ondevice" / "build",
         cache_dir=cache_dir,
+        cache_shared=config.getini("ondevice_cache_shared"),  # None: from $ONDEVICE_CACHE_SHARED
         cache_max_size=cache_size,
         test_patterns=tuple(config.getini("ondevice_files").split()),
         log_max=log_max,
@@ -377,6 +378,7 @@ def _numbers(ondevice: OnDeviceSession) -> dict[str, int]:
         "link_reused": build.link_reused,
         "damaged": cache.damaged,
         "uncached": cache.uncached,
+        "untrusted": cache.untrusted,
         "runs": ondevice.runs,
         "pushed": ondevice.pushed,
         "push_skipped": ondevice.push_skipped,
@@ -387,7 +389,9 @@ def _summary(n: dict[str, int], logs: Path, workers: int = 0) -> str | None:
     """The "ondevice build:" line: what was compiled and reused, run and pushed."""
     if not (n["compiled"] or n["reused"] or n["linked"] or n["link_reused"]):
         return None
-    build = BuildStats(n["compiled"], n["reused"], n["linked"], n["link_reused"]).summary(n["damaged"], n["uncached"])
+    build = BuildStats(n["compiled"], n["reused"], n["linked"], n["link_reused"]).summary(
+        n["damaged"], n["uncached"], n.get("untrusted", 0)
+    )
     deploy = ""
     if n["pushed"] or n["push_skipped"]:
         deploy = f"; {n['pushed']} pushed, {n['push_skipped']} already on the device"

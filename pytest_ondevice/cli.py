@@ -209,7 +209,10 @@ def main(argv: list[str] | None = None) -> int:
         "doctor",
         help="what can run: each board's toolchain, each fleet device reachable or why not",
         description="Checks as a run would (the project's ini file and board directories are read): "
-        "pytest-ondevice doctor --fleet farm.toml, or --board NAME. Other pytest options pass through.",
+        "pytest-ondevice doctor --fleet farm.toml, or --board NAME. Other pytest options pass through. "
+        "Exit status: 0 everything a run needs is there; 10 every board can run but a device cannot be used; "
+        "1 a board cannot run (or the build cache, build dir or lease directory cannot be used); "
+        "2 nothing named to check; 4 the fleet file is wrong.",
     )
     doctor.add_argument("--fleet", metavar="FILE", help="the fleet file to check")
     doctor.add_argument("--board", action="append", default=[], metavar="NAME[,NAME]", help="boards to check")

@@ -127,7 +127,8 @@ def _check_dirs(config: pytest.Config, reg, fleet: Fleet) -> list[Row]:
     build_dir = _ini_path(config, "ondevice_build_dir") or config.rootpath / ".ondevice" / "build"
     rows = []
     try:
-        store.Store(cache_dir)  # as a run opens it: made if missing, a file written and removed
+        # as a run opens it: made if missing, a file written and removed
+        store.Store(cache_dir, config.getini("ondevice_cache_shared"))
         rows.append(Row(("build cache", str(cache_dir), "usable", "writable"), True))
     except store.CacheError as e:
         rows.append(Row(("build cache", str(cache_dir), "unusable", _one_line(e)), False))

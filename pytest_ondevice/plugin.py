@@ -146,6 +146,13 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
         default="",
     )
     parser.addini("ondevice_cache_size", "trim the build cache to this size at session end (e.g. 5G)", default="5G")
+    parser.addini(
+        "ondevice_cache_shared",
+        "the build cache is shared by the members of its (setgid) directory's group: use their entries "
+        "(default: $ONDEVICE_CACHE_SHARED, else only this account's)",
+        type="bool",
+        default=None,
+    )
     parser.addini("ondevice_retries", "extra attempts after a dropped device connection", default="1")
     parser.addini(
         "ondevice_strict_reruns",

@@ -109,6 +109,7 @@ class Settings:
     # the project's ini value of a transport option: (ini name, its kind) -> value or None
     transport_options: Callable[[str, str], Any] = lambda name, kind: None
     cache_dir: Path | None = None  # the shared build cache (default: per user)
+    cache_shared: bool | None = None  # trust its group's members' entries (None: $ONDEVICE_CACHE_SHARED)
     test_patterns: tuple[str, ...] = TEST_PATTERNS  # collected sources: never in a library
     cache_max_size: int | None = None  # trimmed to this at session end
     log_max: int | None = None  # bytes per device log file (head and tail kept; None: the default)
@@ -125,7 +126,12 @@ class OnDeviceSession:
         self.registry = registry
         self.live = live
         self.builder = Builder(
-            settings.build_root, settings.jobs, settings.rootdir, settings.defines, settings.cache_dir
+            settings.build_root,
+            settings.jobs,
+            settings.rootdir,
+            settings.defines,
+            settings.cache_dir,
+            settings.cache_shared,
         )
         self._build_pool = ThreadPoolExecutor(max_workers=max(2, settings.jobs * 2))
         self._builds: dict[tuple[str, Path], Future] = {}
@@ -279,7 +285,7 @@ class OnDeviceSession:
 
     def _build_and_run(self, spec: BinarySpec) -> BinaryResult:
         try:
-            artifact = self._build_future(spec).result()
+            artifact = self._intact(spec, self._build_future(spec).result())
             timeout = self.timeout_for(spec)
             data = self.dir_config(spec.source).for_file(spec.source).data
         except (CacheError, ConfigError) as e:
@@ -303,6 +309,14 @@ class OnDeviceSession:
         if self.settings.build_only:
             return BinaryResult(artifact=artifact)
         return self._run_on_a_device(spec, artifact, timeout, data)
+
+    def _intact(self, spec: BinarySpec, artifact: Artifact) -> Artifact:
+        """The binary as the cache holds it now: one removed since its build (by hand; trims
+        and cleans leave what a live session holds) is built again, never run as missing (a
+        strike on the device) nor reported as the code's failure."""
+        if spec.crate is not None or self.builder.intact(artifact):
+            return artifact
+        return self._build(spec)
 
     def _run_on_a_device(self, spec: BinarySpec, artifact: Artifact, timeout: float, data) -> BinaryResult:
         """Lease a device of the board and run there; after an infrastructure error, run

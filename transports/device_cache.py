@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from .. import strictmodes
 from .contract import ConnectionLost, Deployed, InfrastructureError
 
 HOME_SUBDIR = ".cache/pytest-ondevice"
@@ -98,24 +99,28 @@ def _make_ours(fs: DeviceFs, path: str, uid: int) -> None:
     with contextlib.suppress(OSError):
         fs.mkdir(path, 0o700)  # fails when it exists: then judged as found
     attr = fs.lstat(path)
-    if stat.S_ISLNK(attr.st_mode):
-        raise _unsafe(path, attr, "is a symlink")
-    if not stat.S_ISDIR(attr.st_mode):
-        raise _unsafe(path, attr, "is not a directory")
-    if attr.st_uid != uid:
-        raise _unsafe(path, attr, f"is owned by uid {attr.st_uid}, not by the device user (uid {uid})")
-    if attr.st_mode & 0o022:
-        raise _unsafe(path, attr, "is writable by other accounts")
+    why = strictmodes.problem(
+        attr, lambda owner: owner == uid, owners=f"not by the device user (uid {uid})", local=False
+    )
+    if why is None and not stat.S_ISDIR(attr.st_mode):
+        why = "is not a directory"
+    if why:
+        raise _unsafe(path, attr, why)
 
 
 def _check_above(attr: Any, path: str, uid: int, trusted: Sequence[int] = ()) -> None:
     """trusted: system accounts that own directories there (Android: system owns /data, and
     the shell group may write /data/local/tmp)."""
-    if attr.st_uid not in (0, uid, *trusted):
-        raise _unsafe(path, attr, f"is owned by uid {attr.st_uid}, neither root nor the device user (uid {uid})")
-    group_ok = getattr(attr, "st_gid", None) in trusted and not attr.st_mode & 0o002
-    if attr.st_mode & 0o022 and not attr.st_mode & stat.S_ISVTX and not group_ok:
-        raise _unsafe(path, attr, "is writable by other accounts (and not sticky)")
+    why = strictmodes.problem(
+        attr,
+        lambda owner: owner in (0, uid, *trusted),
+        lambda gid: gid in trusted,
+        sticky_ok=True,
+        owners=f"neither root nor the device user (uid {uid})",
+        local=False,
+    )
+    if why:
+        raise _unsafe(path, attr, why)
 
 
 def _unsafe(path: str, attr: Any, why: str) -> InfrastructureError:
