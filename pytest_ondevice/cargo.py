@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .rustsrc import scan
-from .schema import ConfigError
+from .schema import ConfigError, not_utf8
 
 DEBIAN_CARGO = Path("/usr/bin/cargo")
 SETUP_HINT = "run scripts/setup.sh --rust (or apt-get install rustc cargo)"
@@ -105,10 +105,13 @@ def find_targets(crate_dir: Path) -> list[RustTarget]:
 def _manifest(crate_dir: Path) -> dict:
     path = crate_dir / "Cargo.toml"
     try:
-        with path.open("rb") as f:
-            return tomllib.load(f)
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise CargoError(f"{path}: no such file (a Rust crate's directory holds its Cargo.toml)") from None
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:  # cargo refuses it too: say where, not a traceback
+        raise CargoError(not_utf8(path, raw, e)) from None
     except tomllib.TOMLDecodeError as e:
         raise CargoError(f"{path}: {e}") from None
 

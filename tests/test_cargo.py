@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_ondevice import elf
+from pytest_ondevice import cargo, elf
 from pytest_ondevice.cargo import (
     DEBIAN_CARGO,
     CargoError,
@@ -401,3 +401,9 @@ def test_rustups_cargo_is_told_rustups_way(tmp_path):
     with pytest.raises(CargoError, match=rf"(?m)not installed for {proxy}: rustup target add {A64}$") as e:
         build(KERNELS, A64, "aarch64-linux-gnu-gcc", tmp_path / "target", env=env)
     assert isinstance(e.value, ConfigError)
+
+
+def test_a_cargo_toml_that_is_not_utf8_is_an_error_naming_the_place(tmp_path):
+    (tmp_path / "Cargo.toml").write_bytes(b'[package]\nname = "x" # caf\xe9\nversion = "0.1.0"\n')
+    with pytest.raises(cargo.CargoError, match=r"Cargo.toml:2: not UTF-8: byte 0xe9"):
+        cargo._manifest(tmp_path)
