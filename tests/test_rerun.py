@@ -143,7 +143,9 @@ def farm3(project, board_for_device):
         f"ondevice_ssh_config = {config}\nondevice_boards = boards\n"
     )
     lines = ['[fleet]\nlease_dir = "leases"\nquarantine_after = 2\n']
-    lines += [f'[device.pi-{n}]\nboard = "{board}"\naddress = "pi-{n}"\n' for n in (1, 2, 3)]
+    # one binary at a time per device: a binary that breaks the link takes its co-runners' runs
+    # with it (they are rerun, and may be named suspects too: see the README)
+    lines += [f'[device.pi-{n}]\nboard = "{board}"\naddress = "pi-{n}"\njobs = 1\n' for n in (1, 2, 3)]
     project.write("farm.toml", "\n".join(lines))
     yield project
     for server in servers:

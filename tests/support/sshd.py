@@ -231,6 +231,7 @@ Host 127.0.0.1
         """Kill sshd and every session it serves: the device drops off the network."""
         if self.proc is None:
             return
+        os.kill(self.proc.pid, signal.SIGSTOP)  # no new session (a reconnect) between the two kills
         self.drop_connections()
         self.proc.kill()
         self.proc.wait()
