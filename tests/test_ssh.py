@@ -226,7 +226,7 @@ def test_sshd_killed_mid_run_is_an_error_not_a_failure(pi):
     killer.join()
     assert time.monotonic() - start < 20
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*connection lost while the binary ran; then, reconnecting:*cannot connect*"])
+    result.stdout.fnmatch_lines(["*connection lost while the binary ran; then, reconnecting:*"])  # refused, or reset
 
 
 def test_dropped_connection_is_retried_once_on_a_fresh_connection(pi):
