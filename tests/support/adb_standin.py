@@ -790,9 +790,10 @@ class Device:
     def drop(self) -> None:
         with self.lock:
             connections = list(self.connections)
+        # Logged first: a client that sees the cut may read the events before the loop ends.
+        self.log(drop=len(connections))
         for conn in connections:
             conn.drop()
-        self.log(drop=len(connections))
 
     def watch_output(self, tail: bytes, data: bytes) -> bytes:
         """Drop every connection once stdout shows the armed marker (once); returns the new tail."""
