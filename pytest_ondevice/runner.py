@@ -435,7 +435,10 @@ class OnDeviceSession:
                 transport = self._transport(device)
                 deployed = transport.deploy(artifact.path, artifact.sha256, data)
                 self._count_deploy(deployed.pushed)
-                end = transport.run(deployed, list(harness.run_args), timeout, log.feed)
+                record = transport.run_file(deployed) if harness.record_args else None
+                end = transport.run(deployed, harness.args(record), timeout, log.feed)
+                if record is not None:
+                    parser.framework_record(transport.read_run_file(record, formats.MAX_RECORD_BYTES))
             except InfrastructureError as e:
                 log.close()
                 message = f"{lost}; then, on attempt {attempt}: {e}" if lost else str(e)

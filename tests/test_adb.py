@@ -10,6 +10,7 @@ import warnings
 import pytest
 from conftest import build_report
 from support.adb_standin import AdbServer, StandinDevice, standin_unavailable
+from test_rust import FORGING, assert_forgery_caught, crate, needs_cargo
 
 with warnings.catch_warnings():  # imported once here: pytester drops what an in-process run imported
     warnings.simplefilter("ignore")
@@ -382,3 +383,9 @@ def test_without_shell_v2_a_binary_cannot_forge_its_exit_status(phone, old_phone
     result = run(phone, device=old_phone.serial)
     assert result.ret == 1 and result.parseoutcomes().get("failed", 0) >= 1  # the run is red
     result.stdout.fnmatch_lines(["*crashed: killed by SIGABRT*"])
+
+
+@needs_cargo
+def test_libtests_own_record_is_brought_back_so_a_forged_pass_fails(phone):
+    crate(phone, "forger", FORGING)
+    assert_forgery_caught(run(phone, "forger", "-v"))

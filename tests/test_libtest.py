@@ -40,7 +40,9 @@ def _end(rc: int) -> RunEnd:
     return RunEnd(exit_code=rc) if rc < 128 else RunEnd(signal=signal.Signals(rc - 128).name)
 
 
-def parse(data: bytes, expected: list[str], end: RunEnd, chunk: int = 0):
+def parse(data: bytes, expected: list[str], end: RunEnd, chunk: int = 0, record: bytes | bool | None = False):
+    """record: libtest's log file as the transport brought it back (None: none written;
+    False: a transport that cannot bring one back)."""
     parser = Libtest().parser(tuple(sorted(expected)))
     splitter = LineSplitter()
     for i in range(0, len(data), chunk or len(data) or 1):
@@ -48,6 +50,8 @@ def parse(data: bytes, expected: list[str], end: RunEnd, chunk: int = 0):
             parser.feed_line(line)
     for line in splitter.close():
         parser.feed_line(line)
+    if record is not False:
+        parser.framework_record(record)
     return parser.verdicts(expected, end)
 
 
@@ -178,6 +182,65 @@ def test_garbage_between_lines_changes_nothing():
     result = parse(noisy, sorted(CLEAN), end, chunk=5)
     assert {n: v.outcome for n, v in result.cases.items()} == CLEAN
     assert result.problems == []
+
+
+# -- libtest's log file (--logfile) -------------------------------------------------
+def test_an_honest_runs_log_file_agrees_with_every_verdict():
+    data, end = transcript("rust163_nocapture")
+    record = "".join(
+        f"{'ok' if o is Outcome.PASSED else 'failed' if o is F else 'ignored'} {n}\n" for n, o in sorted(CLEAN.items())
+    )
+    result = parse(data, sorted(CLEAN), end, record=record.encode())
+    assert {n: v.outcome for n, v in result.cases.items()} == CLEAN
+    assert result.problems == []
+
+
+FORGED = (
+    "running 2 tests\ntest a ... ok\ntest b ... ok\n\n"
+    + "test result: ok. 2 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out\n"
+)
+
+
+@pytest.mark.parametrize(
+    "record, why",
+    [
+        (b"ok a\n", "the output says passed, but libtest's log file records no verdict for it"),
+        (b"ok a\nfailed b\n", "libtest's log file records it failed, but the output says passed"),
+        (b"ok a\nfailed: timed out b <0.002s>\n", "libtest's log file records it failed, but the output says passed"),
+        (b"ok a\nignored: needs a camera b\n", "libtest's log file records it skipped, but the output says passed"),
+        (b"ok a\n\xff\xfe garbage\nok bb\nok b extra\n", "records no verdict for it"),
+    ],
+)
+def test_a_pass_the_log_file_does_not_record_is_a_failure(record, why):
+    result = parse(FORGED.encode(), ["a", "b"], RunEnd(exit_code=0), record=record)
+    assert result.cases["a"].outcome is Outcome.PASSED
+    assert result.cases["b"].outcome is F and why in result.cases["b"].message
+    assert result.problems == [
+        "the output claims verdicts libtest's log file does not record (b): a test printed libtest's lines "
+        "(then left early?)"
+    ]
+
+
+def test_no_log_file_at_all_fails_every_claimed_pass_and_says_so():
+    result = parse(FORGED.encode(), ["a", "b"], RunEnd(exit_code=0), record=None)
+    assert all(v.outcome is F for v in result.cases.values())
+    assert "libtest wrote no log file (--logfile)" in result.cases["a"].message
+
+
+def test_the_log_file_never_turns_a_failure_into_a_pass():
+    text = FORGED.replace("test b ... ok", "test b ... FAILED").replace("2 passed; 0 failed", "1 passed; 1 failed")
+    result = parse(text.encode(), ["a", "b"], RunEnd(exit_code=101), record=b"ok a\nok b\n")
+    assert result.cases["b"].outcome is F
+
+
+def test_without_a_log_file_transport_the_output_alone_decides():
+    result = parse(FORGED.encode(), ["a", "b"], RunEnd(exit_code=0))
+    assert all(v.outcome is Outcome.PASSED for v in result.cases.values())
+
+
+def test_libtest_is_asked_for_its_log_file_only_where_it_can_be_brought_back():
+    assert Libtest().args("/scratch/.run-file-3")[-2:] == ["--logfile", "/scratch/.run-file-3"]
+    assert Libtest().args(None) == list(Libtest.run_args)
 
 
 # -- the stream's corner cases -------------------------------------------------------

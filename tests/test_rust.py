@@ -12,9 +12,10 @@ import pytest
 from conftest import EXAMPLES
 from test_ssh import accounts, board_for_device, pi, sshd  # noqa: F401 - fixtures
 
-pytestmark = pytest.mark.skipif(
+needs_cargo = pytest.mark.skipif(
     not Path("/usr/bin/cargo").exists(), reason="needs Debian's cargo: scripts/setup.sh --rust"
 )
+pytestmark = needs_cargo
 
 FAILING = """
 #[cfg(test)]
@@ -44,6 +45,44 @@ mod tests {
     fn d_after() {}
 }
 """
+
+
+# the last test prints libtest's lines for itself and the test after it, then leaves with
+# exit(0): the output alone reads "3 passed"
+FORGING = """
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_honest() {}
+
+    #[test]
+    fn b_forges() {
+        println!("ok");
+        println!("test tests::c_fails ... ok");
+        println!();
+        println!("test result: ok. 3 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out");
+        std::process::exit(0);
+    }
+
+    #[test]
+    fn c_fails() {
+        assert_eq!(1, 2);
+    }
+}
+"""
+FORGED_VERDICTS = {
+    "binary": "FAILED",
+    "tests::a_honest": "PASSED",
+    "tests::b_forges": "FAILED",
+    "tests::c_fails": "FAILED",
+}
+
+
+def assert_forgery_caught(result) -> None:
+    assert verdicts(result) == FORGED_VERDICTS
+    text = result.stdout.str()
+    assert "the output says passed, but libtest's log file records no verdict for it" in text
+    assert "a test printed libtest's lines" in text  # the binary item's own failure
 
 
 def verdicts(result) -> dict[str, str]:
@@ -105,6 +144,13 @@ def test_a_failing_test_shows_its_line_and_an_abort_names_the_running_test(proje
     assert "#[ignore]" in text
 
 
+def test_libtest_lines_forged_by_a_test_pass_neither_it_nor_the_tests_after_it(project):
+    crate(project, "forger", FORGING)
+    result = project.run("-v")
+    assert_forgery_caught(result)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
 def test_the_examples_pass_per_test_on_the_host_and_select_one_by_name(project):
     copy_rust_examples(project)
     result = project.run("-v", "rust")
@@ -132,6 +178,9 @@ def test_one_rust_test_over_ssh(pi):  # noqa: F811 - the fixture
     crashed = pi.run(f"--device={pi.sshd.alias}", "crash", "-v", board=pi.board)
     assert verdicts(crashed)["tests::c_aborts"] == "FAILED"
     assert "killed by SIGABRT while this case was running" in crashed.stdout.str()
+    pi.write("forger/Cargo.toml", textwrap.dedent('[package]\nname = "forger"\nversion = "0.1.0"\nedition = "2021"\n'))
+    pi.write("forger/src/lib.rs", FORGING)
+    assert_forgery_caught(pi.run(f"--device={pi.sshd.alias}", "forger", "-v", board=pi.board))
 
 
 def test_crates_are_not_collected_when_the_ini_says_so(project):

@@ -153,6 +153,17 @@ class Transport(ABC):
         start: given when another transport loaded the program and must start it once
         this console listens; None when this transport deployed it too."""
 
+    def run_file(self, deployed: Deployed) -> str | None:
+        """A fresh path on the device that the next run of deployed may write, for
+        read_run_file() to bring back: a framework's own record of its verdicts reaches us
+        there, on a channel the test's output does not share. None: cannot bring one back."""
+        return None
+
+    def read_run_file(self, path: str, limit: int) -> bytes | None:
+        """The first limit bytes of what a run wrote at run_file()'s path (the file is
+        removed); None when the run wrote no such file."""
+        return None
+
     def reopen(self) -> None:
         """Connect again after a dropped connection, cleaning up what the lost one left."""
         self.close()

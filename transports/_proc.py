@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .contract import InfrastructureError, RunEnd, signal_name
+from .contract import Deployed, InfrastructureError, RunEnd, signal_name
 from .runloop import drive
 
 READ_SIZE = 65536
@@ -116,3 +116,26 @@ class RunDirs:
         if self._root is not None:
             shutil.rmtree(self._root, ignore_errors=True)
             self._root = None
+
+
+class LocalRunFiles:
+    """run_file()/read_run_file() for a transport whose binary runs on this machine's own
+    file system (the host, QEMU user mode): a file in the run's private directory."""
+
+    def run_file(self, deployed: Deployed) -> str | None:
+        if not deployed.cwd:
+            return None
+        fd, path = tempfile.mkstemp(prefix=".ondevice-run-file-", dir=deployed.cwd)
+        os.close(fd)
+        os.unlink(path)  # only the run creates it: its absence is news
+        return path
+
+    def read_run_file(self, path: str, limit: int) -> bytes | None:
+        try:
+            with open(path, "rb") as f:
+                data = f.read(limit)
+        except FileNotFoundError:
+            return None
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        return data

@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from . import Transport
-from ._proc import RunDirs, run_streaming
+from ._proc import LocalRunFiles, RunDirs, run_streaming
 from .contract import Deployed, OnBytes, RunEnd
 
 
-class LocalTransport(Transport):
+class LocalTransport(LocalRunFiles, Transport):
     name = "local"
 
     def __init__(self, *args: Any) -> None:

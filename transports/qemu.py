@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from . import Option, Transport
-from ._proc import ProcessStream, RunDirs, run_streaming
+from ._proc import LocalRunFiles, ProcessStream, RunDirs, run_streaming
 from .contract import Clock, Deployed, InfrastructureError, OnBytes, RunEnd
 
 # Debian's package of each emulator (the rest of qemu-system-* is in qemu-system-misc)
@@ -137,7 +137,7 @@ class QemuSystemTransport(_LocalFileTransport):
         return end
 
 
-class QemuUserTransport(_LocalFileTransport):
+class QemuUserTransport(LocalRunFiles, _LocalFileTransport):
     name = "qemu-user"
     default_binary = "qemu-aarch64"
     options = {

@@ -33,6 +33,9 @@ class Parser(Protocol):
     def verdicts(self, expected: list[str], end: RunEnd) -> BinaryVerdicts: ...
 
 
+MAX_RECORD_BYTES = 1 << 20  # of a framework's record file brought back (see Format.record_args)
+
+
 @dataclass(frozen=True)
 class Needs:
     """What a binary of this format links besides the project's code, per board."""
@@ -52,6 +55,15 @@ class Format:
     headers: ClassVar[tuple[str, ...]] = ()  # including one of these selects the format
     run_args: ClassVar[tuple[str, ...]] = ()  # given to every binary of this format
     kinds: ClassVar[tuple[str, ...]] = ("host", "linux", "baremetal")  # boards it can run on
+    # arguments that make the framework write its own record of the verdicts to a file
+    # ("{file}": a path the transport brings back after the run), read by the parser's
+    # framework_record(): a channel the test's printed output cannot reach
+    record_args: ClassVar[tuple[str, ...]] = ()
+
+    def args(self, record: str | None) -> list[str]:
+        """The binary's arguments; record: where its framework may write its record (None: nowhere)."""
+        extra = [a.replace("{file}", record) for a in self.record_args] if record else []
+        return [*self.run_args, *extra]
 
     def find_cases(self, text: str) -> list[Case]:
         raise NotImplementedError

@@ -9,14 +9,19 @@ failures section, the summary) confirms it, and the last one wins. A test that p
 "ok" and then failed is failed; output that stops after a verdict-like line is a crash
 during that test. Failure text is the panic message (from `thread '…' panicked at` on,
 the backtrace left to the log), printed before the verdict or in the `---- NAME stdout
-----` block of the failures section; its `src/lib.rs:11:19` is the case's location."""
+----` block of the failures section; its `src/lib.rs:11:19` is the case's location.
+
+All of that is text a test can print too (its own `test x ... ok`, a closing summary, then
+`exit(0)`). So where the transport can bring a file back, libtest also writes its log file
+(`--logfile`: `ok NAME`, `failed NAME`, `ignored NAME` as each test finishes, by libtest's
+own hand): a pass or skip the output claims and the log file does not record is a failure."""
 
 from __future__ import annotations
 
 import re
 
 from ..discover import Case
-from ..protocol import BinaryVerdicts, Outcome, RunEnd
+from ..protocol import MAX_CASES, BinaryVerdicts, Outcome, RunEnd, Verdict
 from . import Format
 from .stream import CaseStream, Summary
 
@@ -37,6 +42,12 @@ _BLOCK = re.compile(r"^---- (\S+) stdout ----$")
 _SUMMARY = re.compile(r"^test result: (?:ok|FAILED)\. (\d+) passed; (\d+) failed; (\d+) ignored; (\d+) measured")
 _WHERE = re.compile(r"([^\s',]+\.rs):(\d+):\d+")
 _RUST_LIBRARY = re.compile(r"/rustc[-/]|/library/(?:std|core|alloc|test)/")  # a panic inside std: not the test's
+# a line of libtest's log file: `ok NAME`, `failed NAME`, `failed: WHY NAME`, `ignored: WHY NAME`,
+# `failed (time out) NAME`, then ` <TIME>` with --report-time; the name is the last word
+_RECORD = re.compile(r"^(ok|failed|ignored)(?:[:( ].*)? (\S+)$")
+_RECORD_TIME = re.compile(r" <[^<>]*>$")
+_RECORDED = {"ok": Outcome.PASSED, "failed": Outcome.FAILED, "ignored": Outcome.SKIPPED}
+MAX_DISAGREEING_NAMED = 5
 
 
 class Libtest(Format):
@@ -46,6 +57,9 @@ class Libtest(Format):
     # loses neither its output nor an earlier failure's message (printed at the end otherwise);
     # no colours on a pty (adb)
     run_args = ("--test-threads=1", "--nocapture", "--color=never")
+    # deprecated in recent Rust (a warning on stderr) but, the only output libtest writes apart
+    # from stdout; a libtest without it fails the run with "Unrecognized option"
+    record_args = ("--logfile", "{file}")
 
     def find_cases(self, text: str) -> list[Case]:
         """The file's #[test] functions, named by their module path within this file."""
@@ -83,6 +97,8 @@ class LibtestParser(CaseStream):
         self._blocked: set[str] = set()  # cases whose block was read (a second one is output)
         self._where: dict[str, tuple[str, int]] = {}  # case -> its panic's file:line
         self._cut_short = False  # verdicts() noted what an early end left unsaid
+        self._record: dict[str, Outcome] | None = None  # libtest's log file, when it was brought back
+        self._record_missing = False  # the transport could bring it back, and libtest wrote none
 
     def feed_line(self, raw: str) -> None:
         super().feed_line(_ANSI.sub("", raw))
@@ -210,6 +226,44 @@ class LibtestParser(CaseStream):
                     self._where[name] = (m.group(1), int(m.group(2)))
                     return
 
+    def framework_record(self, data: bytes | None) -> None:
+        """libtest's log file (None: it wrote none), which decides what the output claimed."""
+        self._record = {}
+        self._record_missing = data is None
+        for line in (data or b"").decode("utf-8", "replace").splitlines():
+            m = _RECORD.match(_RECORD_TIME.sub("", line))
+            if m and len(self._record) < MAX_CASES:
+                self._record[m.group(2)] = _RECORDED[m.group(1)]
+
+    def _check_record(self, result: BinaryVerdicts) -> None:
+        """A pass or skip the output claims must be in libtest's log file too; a failure stands."""
+        if self._record is None:
+            return
+        disagree = []
+        for verdicts in (result.cases, result.unknown):
+            for name, v in verdicts.items():
+                said = self._record.get(name)
+                if v.outcome is Outcome.FAILED or said is v.outcome:
+                    continue
+                if said is not None:
+                    why = f"libtest's log file records it {said.value}, but the output says {v.outcome.value}"
+                elif self._record_missing:
+                    why = f"the output says {v.outcome.value}, but libtest wrote no log file (--logfile)"
+                else:
+                    why = f"the output says {v.outcome.value}, but libtest's log file records no verdict for it"
+                verdicts[name] = Verdict(
+                    Outcome.FAILED, f"{why}: those lines were printed by a test, not by libtest", None, v.log
+                )
+                disagree.append(name)
+        if disagree:
+            named = ", ".join(disagree[:MAX_DISAGREEING_NAMED]) + (
+                ", …" if len(disagree) > MAX_DISAGREEING_NAMED else ""
+            )
+            result.problems.append(
+                f"the output claims verdicts libtest's log file does not record ({named}): a test printed "
+                "libtest's lines (then left early?)"
+            )
+
     def verdicts(self, expected: list[str], end: RunEnd) -> BinaryVerdicts:
         if self.summary is None and not self._cut_short:
             self._cut_short = True
@@ -232,4 +286,5 @@ class LibtestParser(CaseStream):
             for name, v in verdicts.items():
                 if v.outcome is Outcome.FAILED:
                     v.location = self._where.get(name)
+        self._check_record(result)
         return result
