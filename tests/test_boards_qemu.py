@@ -85,6 +85,10 @@ def test_undefined_instruction_is_a_usage_fault(project):
     result = project.run(board="mps2-an385")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*fault: UsageFault (UNDEFINSTR) pc=0x*"])
+    # QEMU's warning about the machine's unconnected network card is not the device's output
+    assert "has no peer" not in result.stdout.str()
+    log = (project.path / "_build/mps2-an385/logs/udf_test.c.log").read_text()
+    assert "has no peer" not in log and "#ondevice fault UsageFault" in log
 
 
 def test_a_fault_the_cpu_cannot_take_is_a_lockup_fault_not_a_tool_crash(project):
@@ -102,6 +106,8 @@ def test_a_fault_the_cpu_cannot_take_is_a_lockup_fault_not_a_tool_crash(project)
     result = project.run(board="bluepill-qemu")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*fault: lockup: the CPU could not take a fault*"])
+    log = (project.path / "_build/bluepill-qemu/logs/lockup_test.c.log").read_text()
+    assert "Lockup" in log  # QEMU's own words on stderr still reach the device log
 
 
 HANG = """

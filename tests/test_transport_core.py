@@ -249,3 +249,18 @@ def test_an_exec_failure_that_says_nothing_about_the_file_is_tried_again(monkeyp
     failures.append(OSError(errno.ENOENT, "No such file or directory"))  # about the file: at once
     with pytest.raises(InfrastructureError, match="cannot execute nothing: No such file"):
         ProcessStream(["nothing"], tmp_path, None)
+
+
+def test_an_emulators_own_warnings_are_left_out_and_the_rest_of_its_stderr_kept():
+    import re
+
+    from pytest_ondevice.transports._proc import run_streaming
+
+    script = (
+        "printf 'emu: warning: nic x has no peer\\nemu: real' >&2; echo out1; sleep 0.2; "
+        "printf ' problem\\n' >&2; echo out2; printf 'emu: warning: nic y has no peer' >&2; exit 3"
+    )
+    got = bytearray()
+    end = run_streaming(["sh", "-c", script], 10, got.extend, noise=re.compile(rb"emu: warning: nic \S+ has no peer"))
+    assert end.exit_code == 3
+    assert sorted(bytes(got).splitlines()) == [b"emu: real problem", b"out1", b"out2"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import select
 import shutil
 import signal
@@ -32,16 +33,23 @@ EXEC_ATTEMPTS = 3
 
 
 class ProcessStream:
-    """A local child in its own session, for the shared run loop: its group is killed at the end."""
+    """A local child in its own session, for the shared run loop: its group is killed at the end.
 
-    def __init__(self, argv: list[str], cwd: Path | None, env: dict[str, str] | None) -> None:
+    noise: lines of the child's stderr that are not the device's output (an emulator's own
+    start-up warnings), left out of the stream; the rest of stderr is passed on line by line."""
+
+    def __init__(
+        self, argv: list[str], cwd: Path | None, env: dict[str, str] | None, noise: re.Pattern[bytes] | None = None
+    ) -> None:
+        self._noise = noise
+        self._err_tail = b""
         for attempt in range(EXEC_ATTEMPTS):
             try:
                 self.proc = subprocess.Popen(
                     argv,
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
+                    stderr=subprocess.PIPE if noise else subprocess.STDOUT,
                     cwd=cwd,
                     env=env,
                     start_new_session=True,
@@ -54,10 +62,31 @@ class ProcessStream:
                 raise InfrastructureError(f"cannot execute {argv[0]}: {e.strerror or e}") from None
         assert self.proc.stdout is not None
         self.fd = self.proc.stdout.fileno()
+        self._open = [self.fd] + ([self.proc.stderr.fileno()] if noise and self.proc.stderr else [])
 
     def read(self, wait: float) -> bytes | None:
-        ready, _, _ = select.select([self.fd], [], [], wait)
-        return os.read(self.fd, READ_SIZE) if ready else None
+        if not self._open:
+            return b""
+        ready, _, _ = select.select(self._open, [], [], wait)
+        out = b""
+        for fd in ready:
+            data = os.read(fd, READ_SIZE)
+            if not data:
+                self._open.remove(fd)
+            out += data if fd == self.fd else self._err(data, final=not data)
+        if out or not ready:
+            return out or None
+        return b"" if not self._open else None
+
+    def _err(self, data: bytes, final: bool) -> bytes:
+        """Complete stderr lines that are not noise (a partial line waits for its end)."""
+        assert self._noise is not None
+        lines = (self._err_tail + data).split(b"\n")
+        self._err_tail = b"" if final else lines.pop()
+        if len(self._err_tail) > READ_SIZE:  # no newline in sight: pass it on as it is
+            lines.append(self._err_tail)
+            self._err_tail = b""
+        return b"".join(line + b"\n" for line in lines if line and not self._noise.fullmatch(line.rstrip(b"\r")))
 
     def poll(self) -> RunEnd | None:
         code = self.proc.poll()
@@ -76,8 +105,9 @@ class ProcessStream:
 
     def close(self) -> None:
         self.kill()
-        assert self.proc.stdout is not None
-        self.proc.stdout.close()
+        for pipe in (self.proc.stdout, self.proc.stderr):
+            if pipe is not None:
+                pipe.close()
         self.proc.wait()
 
 
@@ -88,8 +118,9 @@ def run_streaming(
     cwd: Path | None = None,
     env: dict[str, str] | None = None,
     stop: threading.Event | None = None,
+    noise: re.Pattern[bytes] | None = None,
 ) -> RunEnd:
-    stream = ProcessStream(argv, cwd, env)
+    stream = ProcessStream(argv, cwd, env, noise)
     try:
         return drive(stream, timeout, on_bytes, stop)
     finally:

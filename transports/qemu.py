@@ -8,6 +8,7 @@ explicitly with the cross sysroot rather than relying on binfmt_misc.
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -59,6 +60,13 @@ class _LocalFileTransport(Transport):
 
     def close(self) -> None:
         self._run_dirs.close()
+
+
+# QEMU's own start-up warnings on stderr, not the device's output: a machine's on-board
+# network card left without a backend (mps2's lan9118), which -nodefaults does not remove
+QEMU_NOISE = re.compile(
+    rb"qemu-system-[\w-]+: warning: (?:nic \S+ has no peer|hub \d+ is not connected to host network)"
+)
 
 
 class QemuSystemTransport(_LocalFileTransport):
@@ -129,7 +137,7 @@ class QemuSystemTransport(_LocalFileTransport):
         on_bytes: OnBytes,
         start: Callable[[], None] | None = None,
     ) -> RunEnd:
-        end = run_streaming(self.argv(deployed.path), timeout, on_bytes, stop=self.stop)
+        end = run_streaming(self.argv(deployed.path), timeout, on_bytes, stop=self.stop, noise=QEMU_NOISE)
         if end.signal == "SIGABRT":
             # QEMU aborts when the CPU cannot even take the fault (bad SP or vector table)
             end.fault = "lockup: the CPU could not take a fault (QEMU aborted; see the device log)"
