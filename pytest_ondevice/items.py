@@ -17,7 +17,7 @@ from .devlog import describe_end
 from .discover import Case
 from .failure import CaseFailureRepr
 from .formats import Format, FormatError
-from .keys import BASELINE_KEY, SESSION_KEY, selected_boards
+from .keys import BASELINE_KEY, BUILT, SESSION_KEY, selected_boards
 from .protocol import Outcome, Verdict
 from .runner import BinaryResult, BinarySpec, OnDeviceSession
 from .schema import ConfigError
@@ -246,8 +246,9 @@ class OnDeviceItem(DeviceVerdictItem):
                     f"build failed for board {self.spec.board.name}: the error is shown in full at {first}"
                 )
             raise CaseFailed(f"build failed for board {self.spec.board.name}:\n{result.build_error}")
-        if result.verdicts is None:  # --build-only
-            pytest.skip(f"built, not run (--build-only): {result.artifact.path}")
+        if result.verdicts is None:  # --build-only: reported as built (plugin.pytest_report_teststatus)
+            self.user_properties.append((BUILT, str(result.artifact.path)))
+            return
         verdict = self._verdict()
         if self.also_at and verdict.outcome is Outcome.FAILED:
             lines = ", ".join(map(str, (self.line, *self.also_at)))

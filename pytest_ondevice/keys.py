@@ -10,6 +10,7 @@ TEST_PATTERNS = ("*_test.c", "*_test.cc", "*_test.cpp")  # collected by default 
 SESSION_KEY = pytest.StashKey[Any]()  # the OnDeviceSession (runner.py), imported only when used
 # --bench-compare: the baseline's records by bench key, and the slowdown threshold in %
 BASELINE_KEY = pytest.StashKey["tuple[dict[str, dict], float] | None"]()
+BUILT = "ondevice_built"  # --build-only: the user property of an item whose binary was built (its path)
 
 
 def selected_boards(config: pytest.Config) -> list[str]:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from . import labgrid_plugin
-from .keys import TEST_PATTERNS, selected_boards
+from .keys import BUILT, TEST_PATTERNS, selected_boards
 
 DEFAULT_FILES = " ".join(TEST_PATTERNS)
 
@@ -201,6 +201,14 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(interrupts, "ondevice-interrupts")
     interrupts.install()  # SIGTERM and SIGHUP end the run as Ctrl-C does: nothing left running
     _freeze_imported_objects(config)
+
+
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> tuple[str, str, Any] | None:
+    """--build-only: an item whose binary was built counts as built ("12 built"), neither
+    passed (nothing ran) nor skipped (nothing was left out)."""
+    if report.when == "call" and report.passed and any(name == BUILT for name, _ in report.user_properties):
+        return "built", "b", ("BUILT", {"green": True})
+    return None
 
 
 def _freeze_imported_objects(config: pytest.Config) -> None:

@@ -69,6 +69,12 @@ def project(pytester: pytest.Pytester) -> Project:
     return Project(pytester)
 
 
+def assert_built(result, count: int) -> None:
+    """--build-only: the closing line counts built items ("3 built"), and nothing else."""
+    outcomes = result.parseoutcomes()
+    assert outcomes.pop("built", 0) == count and not outcomes, result.stdout.str()
+
+
 def build_report(result) -> dict[str, int]:
     """The figures of the plugin's "ondevice build: ..." line."""
     import re

@@ -6,7 +6,7 @@ import shutil
 import subprocess
 
 import pytest
-from conftest import build_report
+from conftest import assert_built, build_report
 
 from pytest_ondevice.build import _host_arch
 from pytest_ondevice.elf import ElfError, machines
@@ -21,6 +21,15 @@ def test_second_run_with_nothing_changed_compiles_nothing(project):
     second = project.run("examples")
     second.assert_outcomes(passed=8)
     assert build_report(second) == {"compiled": 0, "reused": 6, "linked": 0, "link_reused": 2}
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_build_only_reports_items_as_built_not_skipped(project, workers):
+    project.copy_examples()
+    result = project.run("examples", "--build-only", "-v", *workers)
+    assert_built(result, 8)
+    assert result.stdout.str().count(" BUILT ") == 8  # each item's status (-v), with or without xdist
+    assert "SKIPPED" not in result.stdout.str() and "not run" not in result.stdout.str()
 
 
 def test_a_changed_header_recompiles_only_what_includes_it(project):
@@ -95,7 +104,7 @@ def test_prebuilt_library_per_board_is_linked_and_checked_for_its_architecture(p
     vendor = project.path / "examples" / "prebuilt" / "vendor"
     assert machines(vendor / "host" / "libvendor.a") == {_host_arch()}
 
-    project.run("examples/prebuilt", "--build-only", board="bluepill-qemu").assert_outcomes(skipped=2)
+    assert_built(project.run("examples/prebuilt", "--build-only", board="bluepill-qemu"), 2)
     assert machines(vendor / "bluepill-qemu" / "libvendor.a") == {"arm"}
     shutil.copy(vendor / "bluepill-qemu" / "libvendor.a", vendor / "host" / "libvendor.a")  # the wrong one
     wrong = project.run("examples/prebuilt")
