@@ -242,6 +242,7 @@ class OnDevicePlugin:
 
     def __init__(self) -> None:
         self.workers: list[dict[str, int]] = []  # xdist controller: figures from each worker
+        self.objects = BuildStats()  # xdist controller: the objects the workers compiled and reused
         self.nodes_down: list = []
 
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
@@ -311,6 +312,7 @@ class OnDevicePlugin:
         ondevice = session.config.stash.get(SESSION_KEY, None)
         if ondevice is not None and hasattr(session.config, "workeroutput"):  # an xdist worker
             session.config.workeroutput["ondevice_build"] = _numbers(ondevice)
+            session.config.workeroutput["ondevice_objects"] = ondevice.builder.stats.exported()
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node) -> None:
@@ -337,6 +339,7 @@ class OnDevicePlugin:
         numbers = output.get("ondevice_build")
         if numbers:
             self.workers.append(numbers)
+            self.objects.merge(output.get("ondevice_objects", {}))
         hook = node.config.hook
         for data in output.get("ondevice_found", ()):
             hook.pytest_runtest_logreport(report=hook.pytest_report_from_serializable(config=node.config, data=data))
@@ -345,11 +348,11 @@ class OnDevicePlugin:
         ondevice = config.stash.get(SESSION_KEY, None)
         if ondevice is None:
             return
-        if self.workers:
+        if self.workers:  # objects counted once across workers; the rest summed
             total = {k: sum(w.get(k, 0) for w in self.workers) for k in self.workers[0]}
-            line = _summary(total, ondevice.settings.build_root, len(self.workers))
+            line = _summary(total, ondevice.settings.build_root, self.objects, len(self.workers))
         else:
-            line = _summary(_numbers(ondevice), ondevice.settings.build_root)
+            line = _summary(_numbers(ondevice), ondevice.settings.build_root, ondevice.builder.stats)
         if line:
             terminalreporter.write_line(line)
         out = ondevice.quarantine.out()
@@ -370,12 +373,8 @@ class OnDevicePlugin:
 
 
 def _numbers(ondevice: OnDeviceSession) -> dict[str, int]:
-    build, cache = ondevice.builder.stats, ondevice.builder.store.stats
+    cache = ondevice.builder.store.stats
     return {
-        "compiled": build.compiled,
-        "reused": build.reused,
-        "linked": build.linked,
-        "link_reused": build.link_reused,
         "damaged": cache.damaged,
         "uncached": cache.uncached,
         "untrusted": cache.untrusted,
@@ -385,13 +384,11 @@ def _numbers(ondevice: OnDeviceSession) -> dict[str, int]:
     }
 
 
-def _summary(n: dict[str, int], logs: Path, workers: int = 0) -> str | None:
+def _summary(n: dict[str, int], logs: Path, objects: BuildStats, workers: int = 0) -> str | None:
     """The "ondevice build:" line: what was compiled and reused, run and pushed."""
-    if not (n["compiled"] or n["reused"] or n["linked"] or n["link_reused"]):
+    if not any(objects.keys.values()):
         return None
-    build = BuildStats(n["compiled"], n["reused"], n["linked"], n["link_reused"]).summary(
-        n["damaged"], n["uncached"], n.get("untrusted", 0)
-    )
+    build = objects.summary(n["damaged"], n["uncached"], n.get("untrusted", 0))
     deploy = ""
     if n["pushed"] or n["push_skipped"]:
         deploy = f"; {n['pushed']} pushed, {n['push_skipped']} already on the device"

@@ -81,17 +81,47 @@ class Artifact:
     sha256: str
 
 
+STAT_KINDS = ("compiled", "reused", "linked", "link_reused")
+KEY_CHARS = 16  # of a cache key, to tell objects apart in the figures
+
+
 @dataclass
 class BuildStats:
-    compiled: int = 0
-    reused: int = 0
-    linked: int = 0
-    link_reused: int = 0
+    """What the build did, object by object: each counted once however often it was asked
+    for (by several binaries, or by several xdist workers, whose keys merge() unites); one
+    compiled anywhere is not also counted as reused."""
+
+    keys: dict[str, set[str]] = field(default_factory=lambda: {k: set() for k in STAT_KINDS})
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def count(self, name: str) -> None:
+    def count(self, name: str, key: str) -> None:
         with self._lock:
-            setattr(self, name, getattr(self, name) + 1)
+            self.keys[name].add(key[:KEY_CHARS])
+
+    def merge(self, keys: dict[str, list[str]]) -> None:
+        with self._lock:
+            for name in STAT_KINDS:
+                self.keys[name].update(keys.get(name, ()))
+
+    def exported(self) -> dict[str, list[str]]:
+        with self._lock:
+            return {name: sorted(found) for name, found in self.keys.items()}
+
+    @property
+    def compiled(self) -> int:
+        return len(self.keys["compiled"])
+
+    @property
+    def reused(self) -> int:
+        return len(self.keys["reused"] - self.keys["compiled"])
+
+    @property
+    def linked(self) -> int:
+        return len(self.keys["linked"])
+
+    @property
+    def link_reused(self) -> int:
+        return len(self.keys["link_reused"] - self.keys["linked"])
 
     def summary(self, damaged: int = 0, uncached: int = 0, untrusted: int = 0) -> str:
         text = f"{self.compiled} compiled, {self.reused} reused; {self.linked} linked, {self.link_reused} reused"
@@ -481,7 +511,7 @@ class Builder:
             return [d for d in deps if inputs.under(d, search) or not inputs.under(d, own)], candidates
 
         entry, reused = self._cached(key, name, compile_into, keep)
-        self.stats.count("reused" if reused else "compiled")
+        self.stats.count("reused" if reused else "compiled", key)
         return entry.path
 
     def _link(
@@ -539,7 +569,7 @@ class Builder:
         except BuildError as e:  # from the linker: every object compiled
             self._check_inputs(named)  # unless one vanished from the cache meanwhile
             raise LinkError(str(e)) from None
-        self.stats.count("link_reused" if reused else "linked")
+        self.stats.count("link_reused" if reused else "linked", key)
         return Artifact(entry.path, entry.sha256)
 
     def _link_input(self, name: str, compiler: tuple[str, ...], tail: list[str], shadows: set[str]) -> str:

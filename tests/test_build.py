@@ -79,6 +79,20 @@ def test_library_compiled_once_into_an_archive_shared_by_all_tests(project):
     assert members.split().count("common.c.o") == 2
 
 
+def test_under_xdist_each_object_is_counted_once_whichever_worker_built_it(project):
+    project.write("lib/a/common.c", "int a_value(void) { return 1; }\n")
+    project.write("lib/b/common.c", "int b_value(void) { return 2; }\n")
+    project.write("ondevice.toml", 'sources = ["lib/**/*.c"]\n')
+    for n in range(4):
+        project.write(f"t{n}_test.c", LIB_TEST.format(n=n))
+    cold = project.run("-n", "2")
+    cold.assert_outcomes(passed=4)
+    # 2 library objects + 4 tests + 1 runtime, each once: both workers needed the library and the runtime
+    assert build_report(cold) == {"compiled": 7, "reused": 0, "linked": 4, "link_reused": 0}
+    warm = project.run("-n", "2")
+    assert build_report(warm) == {"compiled": 0, "reused": 7, "linked": 0, "link_reused": 4}
+
+
 def test_library_compile_error_names_the_library_and_the_diagnostic(project):
     project.write("lib/bad.c", "int broken( {\n")
     project.write("ondevice.toml", 'sources = ["lib/bad.c"]\n')
