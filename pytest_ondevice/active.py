@@ -26,6 +26,7 @@ from .plugin import registry
 from .reruns import RerunSummary
 from .runner import OnDeviceSession, Settings
 from .schema import ConfigError
+from .skipsummary import skip_lines
 from .transports import InfrastructureError
 
 
@@ -355,6 +356,12 @@ class OnDevicePlugin:
             line = _summary(_numbers(ondevice), ondevice.settings.build_root, ondevice.builder.stats)
         if line:
             terminalreporter.write_line(line)
+        if "s" not in terminalreporter.reportchars:  # -rs lists them already, one by one
+            skipped = skip_lines(terminalreporter.stats.get("skipped", []))
+            if skipped:
+                terminalreporter.section("ondevice: not run, and why", sep="-", bold=True)
+                for text in skipped:
+                    terminalreporter.write_line(text)
         out = ondevice.quarantine.out()
         if out:
             terminalreporter.section("ondevice quarantine", sep="-", yellow=True, bold=True)

@@ -90,6 +90,16 @@ def test_a_harness_needing_an_os_is_skipped_on_bare_metal(project):
     assert "gtest tests need a host or linux board; mps2-an386 is baremetal" in result.stdout.str()
 
 
+def test_what_did_not_run_is_summed_up_by_reason_without_asking(project):
+    project.write("kernel_test.cc", GTEST)
+    project.write("other_test.cc", GTEST)
+    result = project.run("--build-only", board="mps2-an386")
+    result.stdout.fnmatch_lines(
+        ["*ondevice: not run, and why*", "8 skipped: gtest tests need a host or linux board; mps2-an386 is baremetal"]
+    )
+    assert "not run, and why" not in project.run("-rs", "--build-only", board="mps2-an386").stdout.str()
+
+
 def test_a_missing_harness_library_names_the_package(project):
     board = 'extends = "linux-aarch64"\n[toolchain]\npkg_config_libdir = "/nonexistent"\n'
     project.write("boards/nolib-arm.toml", board)
