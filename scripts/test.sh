@@ -7,6 +7,17 @@ bash scripts/setup.sh --rust --arm64-libs  # the suite tests Rust crates and arm
 VENV="${VIRTUAL_ENV:-${ONDEVICE_VENV:-.venv}}"
 export PATH="$(cd "$VENV/bin" && pwd):$PATH"  # the tests call the tools installed there
 "$VENV/bin/python" -m ruff check .
+# The docs site (mkdocs.yml, docs/): --strict fails on a broken link or anchor, or a page
+# left out of the nav. Its output is shown only when it fails (mkdocs' own -q would also
+# hide the warnings --strict counts, and pass).
+docs_site="$(mktemp -d)"
+if ! NO_MKDOCS_2_WARNING=1 "$VENV/bin/python" -m mkdocs build --strict --site-dir "$docs_site" >"$docs_site.log" 2>&1; then
+  cat "$docs_site.log"
+  echo "test.sh: the docs site does not build (mkdocs build --strict)" >&2
+  rm -rf "$docs_site" "$docs_site.log"
+  exit 1
+fi
+rm -rf "$docs_site" "$docs_site.log"
 status=0
 "$VENV/bin/python" -m pytest tests "$@" || status=$?
 # pytest's 5 means "no tests collected" (e.g. a -k that matched nothing): not a failure of the suite
