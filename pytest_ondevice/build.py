@@ -230,7 +230,9 @@ class Builder:
         own = _own_sources(source, settings, needs)
         archive = self._library(board, tc, cfg)
         runtime = [self._compile(board, tc, src, flags) for src in board.toolchain.runtime]
-        objects = [self._compile(board, tc, src, flags) for src in own]
+        # a source made for this test file (its defines) sees it; a shared one (gtest's listener) is compiled once
+        harness = pkgconfig.merged(flags, self._harness_flags(source, needs)) if needs.defines else flags
+        objects = [self._compile(board, tc, src, harness if src in needs.sources else flags) for src in own]
         cxx = any(p.suffix in CXX_SUFFIXES for p in (*own, *cfg.sources))
         name = Path(rel).name + ".elf"
         inputs_ = [*objects, *([archive] if archive else []), *self._prebuilt(board, cfg), *runtime]
@@ -242,6 +244,13 @@ class Builder:
         sizecheck.check_elf(board, artifact.path, rel)
         self._publish(board, rel, artifact)
         return artifact
+
+    def _harness_flags(self, source: Path, needs: Needs) -> BuildFlags:
+        """What a harness source of ours (a generated main) learns of the test file: its
+        directory on the include path, its name as __FILE__ spells it, the format's defines."""
+        name = os.path.relpath(source, self.source_root) if source.is_relative_to(self.source_root) else str(source)
+        quoted = '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return BuildFlags(include_dirs=(source.parent,), defines=(*needs.defines, f"ONDEVICE_TEST_SOURCE={quoted}"))
 
     def _publish(self, board: Board, rel: str, artifact: Artifact) -> None:
         """A link to the latest binary of a source for people (a debugger, a flasher), named

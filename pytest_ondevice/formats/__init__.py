@@ -43,6 +43,8 @@ class Needs:
     pkg_config: tuple[str, ...] = ()  # found with the board's pkg-config settings
     sources: tuple[Path, ...] = ()  # compiled into the binary (a main the source lacks)
     debian_package: str = ""  # where the library comes from on Debian (":ARCH" for a cross board)
+    # -D flags for compiling `sources` alone (the test file's directory is on their include path)
+    defines: tuple[str, ...] = ()
 
 
 NO_NEEDS = Needs()

@@ -23,11 +23,20 @@ from dataclasses import replace
 from ..discover import Case, code_of, line_at
 from ..lines import BoundedLines
 from ..protocol import BinaryVerdicts, Outcome, RunEnd, Verdict
-from . import Format
+from . import HARNESS_DIR, NO_NEEDS, Format, Needs, has_main
 from .stream import CaseStream, Summary
 
 _RUN_TEST = re.compile(r"\bRUN_TEST\s*\(\s*([A-Za-z_]\w*)\s*[,)]")
-_FUNCTION = re.compile(r"\bvoid\s+(test\w*)\s*\(\s*(?:void)?\s*\)\s*\{")
+# a test function as Unity's generate_test_runner.rb finds one (its default prefixes); a
+# static one is not (a runner in another file could not call it)
+_FUNCTION = re.compile(r"(?<!static )\bvoid\s+((?:test|spec|should)\w*)\s*\(\s*(?:void)?\s*\)\s*\{")
+_HOOKS = {  # what a generated runner calls when the file defines it (else: a stub, or nothing)
+    "SETUP": re.compile(r"\bvoid\s+setUp\s*\("),
+    "TEARDOWN": re.compile(r"\bvoid\s+tearDown\s*\("),
+    "SUITE_SETUP": re.compile(r"\bvoid\s+suiteSetUp\s*\("),
+    "SUITE_TEARDOWN": re.compile(r"\bint\s+suiteTearDown\s*\(\s*int\b"),
+}
+RUNNER = HARNESS_DIR / "unity_runner.c"
 _VERDICT = re.compile(r"([^\s:][^:]*):(\d+):([A-Za-z_]\w*):(PASS|FAIL|IGNORE)(?::\s?(.*))?$")
 _RULE = re.compile(r"^-{10,}$")
 _FAULT_CASE = re.compile(r" case=(\S+)$")  # the case Unity was running, named by a fault line
@@ -52,6 +61,16 @@ class Unity(Format):
 
     def parser(self, order: tuple[str, ...]) -> UnityParser:
         return UnityParser(order)
+
+    def needs(self, text: str) -> Needs:
+        """A file without a main of its own gets ours (formats/harness/unity_runner.c),
+        running its test functions in source order, as Unity's runner generator would."""
+        code = code_of(text)
+        if has_main(code):
+            return NO_NEEDS
+        tests = "".join(f"X({c.name},{c.line})" for c in self.find_cases(text))
+        hooks = [f"ONDEVICE_UNITY_HAS_{name}={int(bool(p.search(code)))}" for name, p in _HOOKS.items()]
+        return Needs(sources=(RUNNER,), defines=(f"ONDEVICE_UNITY_TESTS(X)={tests}", *hooks))
 
 
 class UnityParser(CaseStream):

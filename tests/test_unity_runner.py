@@ -1,0 +1,114 @@
+"""Unity test files without a main (the layout Unity's generate_test_runner.rb and Ceedling
+expect): pytest-ondevice links a runner of its own, as the generator would write it.
+
+Unity itself is not in any registry these tests reach: tests/support/unity is a stand-in
+written from Unity's documented interface and output (see its header)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pytest_ondevice.formats.unity import Unity
+
+UNITY = Path(__file__).resolve().parent / "support" / "unity"
+
+NO_MAIN = """\
+#include "unity.h"
+
+static int counter;
+
+void setUp(void) { counter = 1; }
+
+void test_passes(void) {
+  TEST_ASSERT_EQUAL_INT(1, counter);
+}
+
+void test_fails(void) {
+  TEST_ASSERT_EQUAL_INT(2, counter + 2);
+}
+
+void test_ignored(void) { TEST_IGNORE(); }
+
+void should_run_too(void) { TEST_ASSERT_TRUE(counter == 1); }
+
+static void test_helper_is_not_a_test(void) {}
+"""
+
+SUITE_HOOKS = """\
+#include "unity.h"
+#include <stdio.h>
+
+void test_only(void) { TEST_ASSERT_TRUE(1); }
+
+void suiteSetUp(void) { printf("suite starts\\n"); }
+int suiteTearDown(int failures) { printf("suite ends with %d\\n", failures); return failures; }
+"""
+
+
+def unity_project(project) -> None:
+    shutil.copytree(UNITY, project.path / "unity")
+    project.write("ondevice.toml", 'sources = ["unity/unity.c"]\ninclude_dirs = ["unity"]\n')
+
+
+def outcomes(result) -> dict[str, str]:
+    found = {}
+    for line in result.outlines:
+        m = re.search(r"::(\w+)\[\S+\] (PASSED|FAILED|SKIPPED|ERROR)", line)
+        if m:
+            found[m.group(1)] = m.group(2)
+    return found
+
+
+def test_the_runner_is_made_from_the_files_test_functions_in_source_order():
+    needs = Unity().needs(NO_MAIN)
+    assert [p.name for p in needs.sources] == ["unity_runner.c"]
+    tests, *hooks = needs.defines
+    assert tests == "ONDEVICE_UNITY_TESTS(X)=X(test_passes,7)X(test_fails,11)X(test_ignored,15)X(should_run_too,17)"
+    assert hooks == [
+        "ONDEVICE_UNITY_HAS_SETUP=1",
+        "ONDEVICE_UNITY_HAS_TEARDOWN=0",
+        "ONDEVICE_UNITY_HAS_SUITE_SETUP=0",
+        "ONDEVICE_UNITY_HAS_SUITE_TEARDOWN=0",
+    ]
+    with_main = NO_MAIN + "int main(void) { UNITY_BEGIN(); RUN_TEST(test_passes); return UNITY_END(); }\n"
+    assert Unity().needs(with_main).sources == ()
+
+
+@pytest.mark.parametrize(
+    "board, device", [("host", None), pytest.param("rpi", "qemu", marks=pytest.mark.slow)], ids=["host", "rpi"]
+)
+def test_a_unity_file_without_main_runs_each_test_function(project, board, device):
+    unity_project(project)
+    project.write("gemm_unity_test.c", NO_MAIN)
+    result = project.run("-v", *([f"--device={device}"] if device else []), board=board)
+    assert outcomes(result) == {
+        "test_passes": "PASSED",
+        "test_fails": "FAILED",
+        "test_ignored": "SKIPPED",
+        "should_run_too": "PASSED",
+    }
+    text = result.stdout.str()
+    # Unity's line names the test file (as the generator's UnityBegin("file") does), so it opens
+    assert "gemm_unity_test.c:12: Expected 2 Was 3" in text
+    assert re.search(r"> gemm_unity_test.c:12 +TEST_ASSERT_EQUAL_INT\(2, counter \+ 2\);", text)  # the source line
+
+
+@pytest.mark.slow
+def test_on_bare_metal_too(project):
+    unity_project(project)
+    project.write("gemm_unity_test.c", NO_MAIN)
+    result = project.run("-v", board="bluepill-qemu")
+    assert outcomes(result)["test_fails"] == "FAILED" and outcomes(result)["test_passes"] == "PASSED"
+
+
+def test_suite_hooks_are_called_and_suite_teardown_sets_the_exit_status(project):
+    unity_project(project)
+    project.write("suite_unity_test.c", SUITE_HOOKS)
+    result = project.run("-v")
+    assert outcomes(result) == {"test_only": "PASSED"}
+    log = (project.path / "_build/host/logs/suite_unity_test.c.log").read_text()
+    assert "suite starts" in log and "suite ends with 0" in log
