@@ -4,20 +4,90 @@ with the failing source line and a little context, then where the full device lo
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from _pytest._code.code import ReprFileLocation, TerminalRepr
 from _pytest._io import TerminalWriter
 
+_QUOTED_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.MULTILINE)
 _LOCATION = re.compile(r"(?P<file>[\w./+-]+\.(?:c|cc|cpp|cxx|c\+\+|C|h|hh|hpp)):(?P<line>\d+)")
 CONTEXT = 2  # lines shown above and below a failing line
 MAX_BLOCKS = 10  # a case failing in a loop shows its first failures with source, the rest as text
 
 
+@dataclass(frozen=True)
+class SourceSearch:
+    """Where a failure line's file may be: a framework prints the name it was given (Unity's
+    runner, generated where its build ran, prints `test/test_x.c`; a test #included into a
+    wrapper is named after the wrapper), our builds the path from the project's root."""
+
+    root: Path
+    dirs: tuple[Path, ...] = ()  # the test source's directory, then its include path
+    case: str = ""  # the failing case: its function's file wins over a wrapper that includes it
+
+    def locate(self, name: str, number: int) -> tuple[Path, str] | None:
+        """The file a printed `name:number` means, and how to show it (as printed when it is
+        that file under the root, else from the root, else in full), or None when no such
+        file with that many lines is here."""
+        path = self._find(name)
+        if path is None:
+            return None
+        path = self._defining_include(path) or path
+        if not 1 <= number <= len(_lines(path)):
+            return None
+        root = self.root.resolve()
+        if path == (root / name).resolve():
+            return path, name.removeprefix("./")
+        return path, (path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path))
+
+    def _find(self, name: str) -> Path | None:
+        given = Path(name)
+        if given.is_absolute():
+            return given.resolve() if given.is_file() else None
+        tails = [Path(*given.parts[i:]) for i in range(len(given.parts))]  # leading build-dir parts dropped
+        for tail in tails:
+            for base in (self.root, *self.dirs):
+                if (base / tail).is_file():
+                    return (base / tail).resolve()
+        return None
+
+    def _defining_include(self, path: Path) -> Path | None:
+        """When the case's function is not in `path` but in a file it #includes by quotes."""
+        if not self.case:
+            return None
+        defines = re.compile(rf"\b{re.escape(self.case)}\s*\([^;{{]*\)\s*\{{")
+        text = "\n".join(_lines(path))
+        if defines.search(text):
+            return None
+        for included in _QUOTED_INCLUDE.findall(text):
+            for base in (path.parent, *self.dirs):
+                candidate = base / included
+                if candidate.is_file() and defines.search("\n".join(_lines(candidate))):
+                    return candidate.resolve()
+        return None
+
+
+def _lines(path: Path) -> list[str]:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+
+
+def located(line: str, search: SourceSearch) -> tuple[str, int] | None:
+    """A failure line's `file:line` as it can be opened here (see SourceSearch)."""
+    found = _LOCATION.search(line)
+    if found is None:
+        return None
+    where = search.locate(found.group("file"), int(found.group("line")))
+    return (where[1], int(found.group("line"))) if where else None
+
+
 class CaseFailureRepr(TerminalRepr):
-    def __init__(self, message: str, root: Path, footer: list[str], where: tuple[str, int]) -> None:
+    def __init__(self, message: str, search: SourceSearch, footer: list[str], where: tuple[str, int]) -> None:
         self.message = message
-        self.root = root
+        self.search = search
         self.footer = footer
         # what pytest's short summary ("FAILED x - <first line>") and JUnit's message read
         first = message.splitlines()[0] if message else ""
@@ -27,7 +97,7 @@ class CaseFailureRepr(TerminalRepr):
         shown: set[tuple[str, int]] = set()
         for line in self.message.splitlines():
             tw.line(line, red=True, bold=True)
-            source = _source_for(line, self.root) if len(shown) < MAX_BLOCKS else None
+            source = _source_for(line, self.search) if len(shown) < MAX_BLOCKS else None
             if source is None or source[:2] in shown:
                 continue
             path, number, text = source
@@ -40,18 +110,14 @@ class CaseFailureRepr(TerminalRepr):
             tw.line(line)
 
 
-def _source_for(line: str, root: Path) -> tuple[str, int, list[str]] | None:
-    """The source file a failure line names (relative to the project, as our builds write
-    __FILE__), its line number and its lines; None when it cannot be read here."""
+def _source_for(line: str, search: SourceSearch) -> tuple[str, int, list[str]] | None:
+    """The source file a failure line names, its line number and its lines; None when it
+    cannot be read here."""
     found = _LOCATION.search(line)
     if found is None:
         return None
-    name, number = found.group("file"), int(found.group("line"))
-    path = Path(name) if Path(name).is_absolute() else root / name
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
+    number = int(found.group("line"))
+    where = search.locate(found.group("file"), number)
+    if where is None:
         return None
-    if not 1 <= number <= len(text):
-        return None
-    return name.removeprefix("./"), number, text
+    return where[1], number, _lines(where[0])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 from dataclasses import replace
@@ -15,7 +16,7 @@ from .bench import BenchRecordError, compare, measure
 from .bench import key as bench_key
 from .devlog import describe_end
 from .discover import Case
-from .failure import CaseFailureRepr
+from .failure import CaseFailureRepr, SourceSearch, located
 from .formats import Format, FormatError
 from .keys import BASELINE_KEY, BUILT, SESSION_KEY, selected_boards
 from .protocol import Outcome, Verdict
@@ -196,10 +197,20 @@ class DeviceVerdictItem(pytest.Item):
             raise pytest.skip.Exception(verdict.message or "skipped on device", _use_item_location=True)
         raise CaseFailed(*failure)
 
+    def source_search(self) -> SourceSearch:
+        """Where the files a failure line names are looked for: the project, the source's
+        directory, its include path (ondevice.toml)."""
+        dirs: tuple[Path, ...] = (self.path.parent,)
+        session, spec = self.config.stash.get(SESSION_KEY, None), getattr(self, "spec", None)
+        if session is not None and spec is not None:
+            with contextlib.suppress(ConfigError):
+                dirs += session.dir_config(spec.source).for_file(spec.source, spec.board.name).flags.include_dirs
+        return SourceSearch(self.config.rootpath, dirs, getattr(self, "case", ""))
+
     def repr_failure(self, excinfo, style=None) -> str | TerminalRepr:
         if isinstance(excinfo.value, CaseFailed):
             where = (str(self.path), self.failure_line)
-            return CaseFailureRepr(excinfo.value.message, self.config.rootpath, list(excinfo.value.footer), where)
+            return CaseFailureRepr(excinfo.value.message, self.source_search(), list(excinfo.value.footer), where)
         if isinstance(excinfo.value, DeviceInfrastructureError):
             return str(excinfo.value)
         return super().repr_failure(excinfo, style=style)
@@ -256,7 +267,7 @@ class OnDeviceItem(DeviceVerdictItem):
         regressions = self._attach_benches(result)
         if verdict.outcome is Outcome.PASSED and regressions:
             raise CaseFailed("\n".join(regressions))
-        self.raise_unless_passed(verdict, _failure_text(verdict, result))
+        self.raise_unless_passed(verdict, _failure_text(verdict, result, self.source_search()))
 
     def _verdict(self) -> Verdict:
         result = self._result
@@ -314,10 +325,12 @@ def _binary_verdict(result: BinaryResult) -> Verdict:
     return Verdict(Outcome.PASSED)
 
 
-def _failure_text(verdict: Verdict, result: BinaryResult) -> tuple[str, tuple[str, ...]]:
+def _failure_text(verdict: Verdict, result: BinaryResult, search: SourceSearch) -> tuple[str, tuple[str, ...]]:
     lines = [verdict.message or "failed on device"]
     if verdict.location:
-        lines.append(f"at {verdict.location[0]}:{verdict.location[1]}")
+        printed = f"{verdict.location[0]}:{verdict.location[1]}"
+        found = located(printed, search)
+        lines.append(f"at {found[0]}:{found[1]}" if found else f"at {printed}")
     return "\n".join(lines), ((f"device log: {result.log_path}",) if result.log_path else ())
 
 

@@ -112,3 +112,48 @@ def test_suite_hooks_are_called_and_suite_teardown_sets_the_exit_status(project)
     assert outcomes(result) == {"test_only": "PASSED"}
     log = (project.path / "_build/host/logs/suite_unity_test.c.log").read_text()
     assert "suite starts" in log and "suite ends with 0" in log
+
+
+WRAPPER = """\
+#include "unity.h"
+#include "cases/gemm_cases.c"
+
+void test_in_wrapper(void);
+void setUp(void) {}
+void tearDown(void) {}
+
+int main(void) {
+  UnityBegin("build/test/runners/wrapper_test.c");  /* as a runner generated elsewhere names it */
+  RUN_TEST(test_in_wrapper);
+  RUN_TEST(test_included);
+  return UNITY_END();
+}
+
+void test_in_wrapper(void) {
+  TEST_ASSERT_EQUAL_INT(5, 6);
+}
+"""
+
+INCLUDED = """\
+/* cases #included by the wrapper: Unity names their lines after the wrapper */
+
+void test_included(void) {
+  int acc = 40;
+  TEST_ASSERT_EQUAL_INT(42, acc);
+}
+"""
+
+
+def test_a_failure_location_is_found_where_the_framework_did_not_say(project):
+    unity_project(project)
+    project.write("suite/wrapper_test.c", WRAPPER)
+    project.write("suite/cases/gemm_cases.c", INCLUDED)
+    result = project.run("-v")
+    assert outcomes(result) == {"test_in_wrapper": "FAILED", "test_included": "FAILED"}
+    text = result.stdout.str()
+    # printed as "build/test/runners/wrapper_test.c:16": the file is suite/wrapper_test.c
+    assert re.search(r"> suite/wrapper_test.c:16 +TEST_ASSERT_EQUAL_INT\(5, 6\);", text)
+    assert "at suite/wrapper_test.c:16" in text
+    # printed under the wrapper's name, line 5 of the file it includes, where test_included is
+    assert re.search(r"> suite/cases/gemm_cases.c:5 +TEST_ASSERT_EQUAL_INT\(42, acc\);", text)
+    assert "at suite/cases/gemm_cases.c:5" in text
