@@ -24,8 +24,9 @@ from .keys import BASELINE_KEY, SESSION_KEY, fleet_path, selected_boards
 from .lease import identity
 from .plugin import registry
 from .reruns import RerunSummary
-from .runner import OnDeviceSession, Settings
+from .runner import OnDeviceSession
 from .schema import ConfigError
+from .settings import Settings
 from .skipsummary import skip_lines
 from .transports import InfrastructureError
 
@@ -85,11 +86,11 @@ def activate(config: pytest.Config) -> None:
     except store.CacheError as e:
         raise pytest.UsageError(str(e)) from None
     try:
-        session.check_addresses()
+        session.devices.check_addresses()
     except InfrastructureError as e:
         raise pytest.UsageError(str(e)) from None
     if _runs_tests_here(config):  # connect while pytest collects and checks the build cache
-        session.connect([reg.get(name) for name in boards])
+        session.devices.connect([reg.get(name) for name in boards])
     config.pluginmanager.register(OnDevicePlugin(), "ondevice-session")
     if not hasattr(config, "workerinput"):  # the controller shows what workers report
         config.pluginmanager.register(RerunSummary(), "ondevice-reruns")
@@ -362,7 +363,7 @@ class OnDevicePlugin:
                 terminalreporter.section("ondevice: not run, and why", sep="-", bold=True)
                 for text in skipped:
                     terminalreporter.write_line(text)
-        out = ondevice.quarantine.out()
+        out = ondevice.devices.quarantine.out()
         if out:
             terminalreporter.section("ondevice quarantine", sep="-", yellow=True, bold=True)
             for device, reasons in out.items():

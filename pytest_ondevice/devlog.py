@@ -9,6 +9,9 @@ the file keeps the head and the tail of the output up to `max_bytes` (ini
 
 from __future__ import annotations
 
+import contextlib
+import glob
+import os
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -85,3 +88,25 @@ class DeviceLog:
 def describe_end(end: RunEnd) -> str:
     how = end.abnormal() or (f"exited with code {end.exit_code}" if end.exit_code is not None else "ended")
     return f"pytest-ondevice: the binary {how} after {end.duration:.2f}s"
+
+
+# -- the logs of attempts cut short and run again (runner.py) -------------------------------
+def attempt_log(log_path: Path, attempt: int) -> Path:
+    return log_path.with_name(f"{log_path.name.removesuffix('.log')}.attempt{attempt}.log")
+
+
+def keep_attempt_log(log_path: Path, attempt: int) -> Path | None:
+    """An attempt's log, kept under its own name before the next attempt writes the log."""
+    kept = attempt_log(log_path, attempt)
+    try:
+        os.replace(log_path, kept)
+    except OSError:
+        return None
+    return kept
+
+
+def remove_attempt_logs(log_path: Path) -> None:
+    """Another session's attempt logs of this binary would be read as this one's."""
+    with contextlib.suppress(OSError):
+        for old in log_path.parent.glob(f"{glob.escape(log_path.name.removesuffix('.log'))}.attempt*.log"):
+            old.unlink()

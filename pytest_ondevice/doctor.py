@@ -172,7 +172,7 @@ def _unwritable(path: Path) -> str | None:
 
 def _check_device(reg, fleet, device: Device, ini, coordinator: Coordinator | None) -> tuple[bool, str, str]:
     """(reachable, status, why): the device opened and closed as a run would."""
-    from .runner import device_table
+    from .devices import device_table
     from .schema import ConfigError
 
     try:

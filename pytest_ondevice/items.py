@@ -14,13 +14,14 @@ from _pytest._code.code import TerminalRepr
 from . import formats
 from .bench import BenchRecordError, compare, measure
 from .bench import key as bench_key
+from .binaries import BinaryResult, BinarySpec
 from .devlog import describe_end
 from .discover import Case
 from .failure import CaseFailureRepr, SourceSearch, located
 from .formats import Format, FormatError
 from .keys import BASELINE_KEY, BUILT, SESSION_KEY, selected_boards
 from .protocol import Outcome, Verdict
-from .runner import BinaryResult, BinarySpec, OnDeviceSession
+from .runner import OnDeviceSession
 from .schema import ConfigError
 
 BINARY_ITEM = "binary"  # the item of a file whose cases the source scan cannot see
@@ -284,7 +285,9 @@ class OnDeviceItem(DeviceVerdictItem):
         regressions = []
         for record in result.verdicts.benches.get(self.case, []):
             try:
-                measured = measure(record, self.spec.board, _session(self).clock_for(self.spec.board, result.device))
+                measured = measure(
+                    record, self.spec.board, _session(self).devices.clock_for(self.spec.board, result.device)
+                )
             except BenchRecordError as e:
                 raise CaseFailed(str(e)) from None
             data = measured.as_dict()
