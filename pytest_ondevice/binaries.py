@@ -7,11 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .board import Board
-from .build import Artifact
-from .fleet import Device
+from .build.builder import Artifact
+from .config.board import Board
+from .farm.fleet import Device
 from .formats import NO_NEEDS, Needs
-from .protocol import BinaryVerdicts, RunEnd
+from .formats.protocol import BinaryVerdicts, RunEnd
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,10 @@ import shutil
 import sys
 from pathlib import Path
 
-from . import store
-from .board import BoardRegistry
-from .schema import ConfigError
-from .toolchain import ToolchainError, resolve
+from .build import store
+from .build.toolchain import ToolchainError, resolve
+from .config.board import BoardRegistry
+from .config.schema import ConfigError
 from .transports import load as load_transport
 from .transports import status as transport_status
 
@@ -115,9 +115,9 @@ def cache_command(action: str, where: Path | None, out=None, shared: bool | None
 
 def report_command(db: Path, out: Path, threshold: str, last: int) -> int:
     """A --history file as one HTML page; a missing or foreign file is one line and exit 1."""
-    from . import bench
-    from .history import HistoryError, load
-    from .report import MatplotlibMissing, write
+    from .records import bench
+    from .records.history import HistoryError, load
+    from .records.report import MatplotlibMissing, write
 
     try:
         pct = bench.parse_threshold(threshold)
@@ -162,7 +162,7 @@ def doctor_command(fleet: str | None, boards: list[str], rest: list[str]) -> int
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .report import DEFAULT_LAST  # matplotlib is imported only when a page is drawn
+    from .records.report import DEFAULT_LAST  # matplotlib is imported only when a page is drawn
 
     parser = argparse.ArgumentParser(prog="pytest-ondevice", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)

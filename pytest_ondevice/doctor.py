@@ -2,7 +2,7 @@
 
 Per board: its toolchain and its transport (emulator included) found or missing,
 with the install command. Per device: reachable or not, and why, by opening the
-device exactly as a run would (SSH handshake and host key, adb state, probe, the
+device exactly as a run would (its transport's handshake, host key, phone state, probe, the
 emulator). Per directory every run needs (the build cache, the build dir, a fleet's
 lease directory and each device's lease file): usable or why not. Runs inside pytest's
 configuration so ini options and board directories are read as a test run reads them.
@@ -24,8 +24,8 @@ import pytest
 
 from . import transports
 from .cli import print_table, toolchain_status
-from .fleet import Device, Fleet
-from .labgrid_places import Coordinator
+from .farm.fleet import Device, Fleet
+from .farm.labgrid_places import Coordinator
 from .transports import InfrastructureError
 
 OPEN_TIMEOUT = 30.0  # seconds for one device to answer
@@ -44,10 +44,10 @@ class Row:
 
 
 def run(config: pytest.Config, out=None) -> int:
-    from .active import fleet_for, transport_options
-    from .keys import selected_boards
-    from .plugin import registry
-    from .schema import ConfigError
+    from .config.keys import selected_boards
+    from .config.options import registry
+    from .config.schema import ConfigError
+    from .hooks import fleet_for, transport_options
 
     out = out or sys.stdout
     reg = registry(config)
@@ -118,13 +118,13 @@ def _verdict(board_rows: dict[str, Row], device_rows: list[Row], dir_rows: list[
 
 def _check_dirs(config: pytest.Config, reg, fleet: Fleet) -> list[Row]:
     """The directories a run writes, found as a run finds them: (what, path, status, why)."""
-    from . import store
-    from .active import _ini_path
-    from .lease import LeaseDirError, Leases
-    from .schema import ConfigError
+    from .build import store
+    from .config.options import ini_path
+    from .config.schema import ConfigError
+    from .farm.lease import LeaseDirError, Leases
 
-    cache_dir = _ini_path(config, "ondevice_cache_dir", "ONDEVICE_CACHE_DIR") or store.default_dir()
-    build_dir = _ini_path(config, "ondevice_build_dir") or config.rootpath / ".ondevice" / "build"
+    cache_dir = ini_path(config, "ondevice_cache_dir", "ONDEVICE_CACHE_DIR") or store.default_dir()
+    build_dir = ini_path(config, "ondevice_build_dir") or config.rootpath / ".ondevice" / "build"
     rows = []
     try:
         # as a run opens it: made if missing, a file written and removed
@@ -172,8 +172,8 @@ def _unwritable(path: Path) -> str | None:
 
 def _check_device(reg, fleet, device: Device, ini, coordinator: Coordinator | None) -> tuple[bool, str, str]:
     """(reachable, status, why): the device opened and closed as a run would."""
-    from .devices import device_table
-    from .schema import ConfigError
+    from .config.schema import ConfigError
+    from .farm.devices import device_table
 
     try:
         board = reg.get(device.board)

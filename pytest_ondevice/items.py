@@ -12,17 +12,17 @@ import pytest
 from _pytest._code.code import TerminalRepr
 
 from . import formats
-from .bench import BenchRecordError, compare, measure
-from .bench import key as bench_key
 from .binaries import BinaryResult, BinarySpec
-from .devlog import describe_end
-from .discover import Case
-from .failure import CaseFailureRepr, SourceSearch, located
+from .config.keys import BASELINE_KEY, BUILT, SESSION_KEY, selected_boards
+from .config.schema import ConfigError
 from .formats import Format, FormatError
-from .keys import BASELINE_KEY, BUILT, SESSION_KEY, selected_boards
-from .protocol import Outcome, Verdict
+from .formats.devlog import describe_end
+from .formats.discover import Case
+from .formats.failure import CaseFailureRepr, SourceSearch, located
+from .formats.protocol import Outcome, Verdict
+from .records.bench import BenchRecordError, compare, measure
+from .records.bench import key as bench_key
 from .runner import OnDeviceSession
-from .schema import ConfigError
 
 BINARY_ITEM = "binary"  # the item of a file whose cases the source scan cannot see
 
@@ -96,7 +96,7 @@ class RustFile(pytest.File):
         return node
 
     def collect(self):
-        from . import cargo
+        from .build import cargo
 
         try:
             targets = _targets(self.crate)
@@ -140,7 +140,7 @@ class RustFile(pytest.File):
 
 @functools.cache
 def _targets(crate: Path):
-    from . import cargo
+    from .build import cargo
 
     return cargo.find_targets(crate)
 

@@ -13,10 +13,10 @@ import threading
 from collections.abc import Callable
 
 from .binaries import BinaryResult, BinarySpec, Rerun
-from .build import Artifact
-from .devices import Devices
-from .labgrid_places import PlaceError
-from .lease import Lease
+from .build.builder import Artifact
+from .farm.devices import Devices
+from .farm.labgrid_places import PlaceError
+from .farm.lease import Lease
 from .transports import InfrastructureError
 
 

@@ -8,13 +8,12 @@ as before and start as fast; with one, the session plugin in active.py is regist
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from . import labgrid_plugin
-from .keys import BUILT, TEST_PATTERNS, selected_boards
+from .config.keys import BUILT, TEST_PATTERNS, selected_boards
+from .farm import labgrid_plugin
 
 DEFAULT_FILES = " ".join(TEST_PATTERNS)
 
@@ -175,6 +174,7 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
     if config.getoption("list_boards"):
         from .cli import print_boards
+        from .config.options import registry
 
         return print_boards(registry(config))
     if config.getoption("ondevice_doctor"):
@@ -191,7 +191,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 def pytest_configure(config: pytest.Config) -> None:
     if not selected_boards(config):
         return  # a plain pytest run: nothing of ours is imported, collected or built
-    from .active import activate
+    from .hooks import activate
     from .interrupts import Interrupts
 
     _check_ini_numbers(config)
@@ -235,7 +235,7 @@ INTERRUPTS_KEY = pytest.StashKey[Any]()  # interrupts.Interrupts, imported only 
 
 def _seconds_option(text: str) -> float:
     """--device-timeout: 0, a negative, nan or inf would never (or always) strike."""
-    from .schema import seconds
+    from .config.schema import seconds
 
     try:
         return seconds(text)
@@ -257,7 +257,7 @@ def _jobs_option(text: str) -> int:
 def _check_ini_numbers(config: pytest.Config) -> None:
     """The numeric ini options, checked before use: a usage error naming the option and the
     ini file, not an INTERNALERROR traceback."""
-    from .schema import seconds
+    from .config.schema import seconds
 
     where = f" in {config.inipath}" if config.inipath else ""
     timeout = config.getini("ondevice_timeout")
@@ -277,19 +277,13 @@ def _check_ini_numbers(config: pytest.Config) -> None:
         )
 
 
-def registry(config: pytest.Config):
-    from .board import BoardRegistry
-
-    return BoardRegistry([Path(p) for p in config.getini("ondevice_boards")])
-
-
 def _transport_ini() -> list[tuple[str, str]]:
     """(ini name, transport) for every transport option a project may set in its ini file.
 
     Read from our own distribution's entry points (group pytest_ondevice.ini): pytest
     must know ini names before it reads the file, and loading every transport (or scanning
     every installed distribution) would charge each pytest run in the repo ~40 ms (~5 ms)."""
-    from . import own_metadata
+    from .config import own_metadata
 
     return [
         (ep.name, ep.value.rsplit(":", 1)[0].rsplit(".", 1)[-1])

@@ -20,18 +20,20 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any, TypeVar
 
-from . import compiledout, dirconfig, formats, toolchain
+from . import formats
 from .binaries import BinaryResult, BinarySpec, Rerun
-from .board import Board, BoardRegistry
-from .build import Artifact, Builder, BuildError, LinkError
-from .devices import Devices
-from .devlog import DeviceLog, keep_attempt_log, remove_attempt_logs
-from .lease import Lease
+from .build import compiledout, toolchain
+from .build.builder import Artifact, Builder, BuildError, LinkError
+from .build.sizecheck import SizeError
+from .build.store import CacheError
+from .config import dirconfig
+from .config.board import Board, BoardRegistry
+from .config.schema import ConfigError
+from .config.settings import Settings
+from .farm.devices import Devices
+from .farm.lease import Lease
+from .formats.devlog import DeviceLog, keep_attempt_log, remove_attempt_logs
 from .placement import run_on_a_device
-from .schema import ConfigError
-from .settings import Settings
-from .sizecheck import SizeError
-from .store import CacheError
 from .transports import InfrastructureError
 
 DEFAULT_TIMEOUT = 60.0
@@ -113,7 +115,7 @@ class OnDeviceSession:
         return self.builder.binary(spec.board, tc, cfg, spec.source, spec.rel, spec.needs)
 
     def _cargo_binary(self, spec: BinarySpec) -> Artifact:
-        from . import rustbuild  # cargo's modules only for a run that has a crate
+        from .build import rustbuild  # cargo's modules only for a run that has a crate
 
         crate, board = spec.crate, spec.board
         assert crate is not None and spec.target is not None

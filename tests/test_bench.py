@@ -7,10 +7,11 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from pytest_ondevice.bench import BenchRecordError, compare, measure, parse_record, parse_threshold
-from pytest_ondevice.board import BoardRegistry
-from pytest_ondevice.devlog import DeviceLog
-from pytest_ondevice.protocol import Outcome, RunEnd, TestOutputParser
+from pytest_ondevice.config.board import BoardRegistry
+from pytest_ondevice.formats.benchline import BenchRecordError, parse_record
+from pytest_ondevice.formats.devlog import DeviceLog
+from pytest_ondevice.formats.protocol import Outcome, RunEnd, TestOutputParser
+from pytest_ondevice.records.bench import compare, measure, parse_threshold
 
 LINE = "name=gemm_int8 unit=systick repeats=5 min=100 median=102 max=110 work=32768 work_unit=MAC overhead=7"
 
@@ -241,7 +242,7 @@ def _clock(board):
 
 def test_a_counter_that_never_advanced_is_an_error_not_zero_cycles(tmp_path):
     """DWT CYCCNT reads 0 where it is absent or off (QEMU): "0 cycles" for a GEMM is a lie."""
-    from pytest_ondevice.bench import BenchRecordError
+    from pytest_ondevice.formats.benchline import BenchRecordError
 
     (tmp_path / "chip.toml").write_text('extends = "bluepill"\n[transport]\nname = "local"\n')
     board = BoardRegistry([tmp_path]).get("chip")

@@ -7,9 +7,11 @@ from pathlib import Path
 import pytest
 from conftest import assert_built, build_report
 
-from pytest_ondevice import toolchain  # imported before any in-process run: pytester drops what a run imported,
-from pytest_ondevice.board import BoardRegistry  # and a test that patches toolchain must patch the one the plugin uses
-from pytest_ondevice.elf import read
+from pytest_ondevice.build import toolchain  # imported before any in-process run: pytester drops what a run imported,
+from pytest_ondevice.build.elf import read
+from pytest_ondevice.config.board import (
+    BoardRegistry,  # and a test that patches toolchain must patch the one the plugin uses
+)
 
 pytestmark = pytest.mark.slow
 RUNTIME = Path(__file__).resolve().parent.parent / "boards" / "runtime" / "cortex-m"

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import QUIET, build_report
 
-from pytest_ondevice import build, store
+from pytest_ondevice.build import builder as build
+from pytest_ondevice.build import store
 
 CHECK_VALUE = """
     #include "micro_test.h"

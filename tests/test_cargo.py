@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_ondevice import cargo, elf
-from pytest_ondevice.cargo import (
+from pytest_ondevice.build import cargo, elf
+from pytest_ondevice.build.cargo import (
     DEBIAN_CARGO,
     CargoError,
     RustCase,
@@ -23,11 +23,11 @@ from pytest_ondevice.cargo import (
     missing_std_hint,
     toolchain,
 )
+from pytest_ondevice.config.schema import ConfigError
 from pytest_ondevice.formats.libtest import Libtest
-from pytest_ondevice.lines import LineSplitter
-from pytest_ondevice.protocol import Outcome, RunEnd
-from pytest_ondevice.rustsrc import scan
-from pytest_ondevice.schema import ConfigError
+from pytest_ondevice.formats.lines import LineSplitter
+from pytest_ondevice.formats.protocol import Outcome, RunEnd
+from pytest_ondevice.formats.rustsrc import scan
 
 RUST = Path(__file__).resolve().parent.parent / "examples" / "rust"
 KERNELS, CDOT = RUST / "kernels", RUST / "cdot-sys"

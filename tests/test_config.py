@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_ondevice.board import BoardRegistry
-from pytest_ondevice.dirconfig import load
-from pytest_ondevice.schema import ConfigError
+from pytest_ondevice.config.board import BoardRegistry
+from pytest_ondevice.config.dirconfig import load
+from pytest_ondevice.config.schema import ConfigError
 
 
 def write(path: Path, text: str) -> Path:

@@ -90,7 +90,7 @@ def test_a_lease_dir_that_cannot_be_made_is_a_usage_error_naming_it(project):
 
 
 def test_the_column_is_counted_in_characters_after_valid_utf8_on_the_same_line(tmp_path):
-    from pytest_ondevice.schema import ConfigError, load_toml
+    from pytest_ondevice.config.schema import ConfigError, load_toml
 
     path = tmp_path / "x.toml"
     path.write_bytes(b'a = 1\nname = "caf\xc3\xa9" # \xe9t\xe9\n')  # UTF-8 "café", then a Latin-1 "été"

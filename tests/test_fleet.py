@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from conftest import QUIET
 
-from pytest_ondevice import fleet
-from pytest_ondevice.labgrid_places import PlaceError, address_of
-from pytest_ondevice.schema import ConfigError
+from pytest_ondevice.config.schema import ConfigError
+from pytest_ondevice.farm import fleet
+from pytest_ondevice.farm.labgrid_places import PlaceError, address_of
 
 SLEEPER = """
     #include <unistd.h>
@@ -324,7 +324,7 @@ def test_a_labgrid_place_gives_the_address_through_its_resource(tmp_path):
 def test_leases_fill_every_slot_name_their_holder_and_leave_no_name_behind(tmp_path):
     """Found missing by mutation testing: slots after a taken one, the holder's exact line, a
     nested lease dir, files any fleet user can open, and the name cleared at release."""
-    from pytest_ondevice.lease import Leases
+    from pytest_ondevice.farm.lease import Leases
 
     root = tmp_path / "farm" / "leases"  # its parent does not exist yet either
     pi = fleet.Device("pi-1", "rpi", jobs=2)
@@ -350,7 +350,7 @@ def test_leases_fill_every_slot_name_their_holder_and_leave_no_name_behind(tmp_p
 def test_a_lease_file_that_cannot_be_opened_is_an_error_naming_it_and_the_fix(tmp_path):
     from pytest_ondevice.transports import InfrastructureError
 
-    from pytest_ondevice.lease import Leases
+    from pytest_ondevice.farm.lease import Leases
 
     (tmp_path / "pi-1.0.lock").mkdir()
     with pytest.raises(InfrastructureError) as e:

@@ -8,9 +8,9 @@ import pytest
 from pytest_ondevice import formats
 from pytest_ondevice.formats.cpputest import CppUTest, CppUTestParser
 from pytest_ondevice.formats.gtest import GoogleTest, GoogleTestParser
+from pytest_ondevice.formats.lines import LineSplitter
+from pytest_ondevice.formats.protocol import MAX_FAILURE_LINES, Outcome, RunEnd
 from pytest_ondevice.formats.unity import Unity
-from pytest_ondevice.lines import LineSplitter
-from pytest_ondevice.protocol import MAX_FAILURE_LINES, Outcome, RunEnd
 
 GTEST = b"""Running main() from ./googletest/src/gtest_main.cc
 [==========] Running 4 tests from 2 test suites.

@@ -131,10 +131,10 @@ def test_the_examples_pass_per_case_on_arm64_under_qemu(project):
 THIRD_PARTY = '''
 """A TAP-like format: `ok NAME` / `not ok NAME`, then `done`."""
 import re
-from pytest_ondevice.discover import Case, code_of, line_at
+from pytest_ondevice.formats.discover import Case, code_of, line_at
 from pytest_ondevice.formats import Format
 from pytest_ondevice.formats.stream import CaseStream, Summary
-from pytest_ondevice.protocol import Outcome
+from pytest_ondevice.formats.protocol import Outcome
 
 class TapParser(CaseStream):
     def line(self, line):

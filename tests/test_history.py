@@ -11,7 +11,7 @@ import sys
 import pytest
 from conftest import QUIET
 
-from pytest_ondevice.history import Result, Run, append_run, case_name, connect, git_state, load
+from pytest_ondevice.records.history import Result, Run, append_run, case_name, connect, git_state, load
 
 MIXED = """
     #include <stdint.h>

@@ -23,7 +23,7 @@ from conftest import QUIET
 from support.sshd import BinfmtLease, Sshd, free_port, new_account, remove_account
 from test_fleet import SLEEPER, junit_cases
 
-from pytest_ondevice import lease
+from pytest_ondevice.farm import lease
 
 ROOT = Path(__file__).resolve().parents[1]
 LG_VENV = Path(os.environ.get("ONDEVICE_LABGRID_VENV", ROOT / ".venv-labgrid"))
@@ -387,8 +387,8 @@ def test_a_run_that_asks_for_labgrids_plugin_keeps_it(pytester, labgrid_venv):
 RELEASE_THEN_LOOK = """
 import sys, time
 from pathlib import Path
-from pytest_ondevice.fleet import Device
-from pytest_ondevice.labgrid_places import Coordinator
+from pytest_ondevice.farm.fleet import Device
+from pytest_ondevice.farm.labgrid_places import Coordinator
 
 ours, theirs = Coordinator(sys.argv[1]), Coordinator(sys.argv[1])
 pi = Device("pi-b", "rpi", place="pi-b")

@@ -5,8 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_ondevice.lines import BoundedLines, LineSplitter
-from pytest_ondevice.protocol import MAX_BENCHES_PER_CASE, MAX_CASES, Outcome, RunEnd, TestOutputParser, parse_bytes
+from pytest_ondevice.formats.lines import BoundedLines, LineSplitter
+from pytest_ondevice.formats.protocol import (
+    MAX_BENCHES_PER_CASE,
+    MAX_CASES,
+    Outcome,
+    RunEnd,
+    TestOutputParser,
+    parse_bytes,
+)
 
 NONCE = "3f9a6c0e1b2d4875"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_ondevice.bench import parse_record
+from pytest_ondevice.formats.benchline import parse_record
 
 # Every case named Fail_* must fail and every Pass_* must pass. Values are exact in
 # binary floating point, so "the edge" is the edge, not a rounding accident.

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from pytest_ondevice.devlog import DeviceLog
-from pytest_ondevice.discover import device_names, find_cases
-from pytest_ondevice.protocol import RunEnd
+from pytest_ondevice.formats.devlog import DeviceLog
+from pytest_ondevice.formats.discover import device_names, find_cases
+from pytest_ondevice.formats.protocol import RunEnd
 
 
 def _log(tmp_path, max_bytes, lines):

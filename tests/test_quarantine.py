@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_ondevice.quarantine import Quarantine
+from pytest_ondevice.farm.quarantine import Quarantine
 
 
 def test_confirmed_errors_quarantine_after_k(tmp_path):

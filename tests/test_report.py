@@ -13,9 +13,9 @@ import sys
 
 import pytest
 
-from pytest_ondevice import report
 from pytest_ondevice.cli import main
-from pytest_ondevice.history import Bench, Result, Run, append_run, connect, load
+from pytest_ondevice.records import report
+from pytest_ondevice.records.history import Bench, Result, Run, append_run, connect, load
 
 # board -> (bench unit, deterministic, devices)
 BOARDS = {
@@ -224,7 +224,8 @@ def test_without_matplotlib_the_report_says_what_to_install(history_db, tmp_path
 
 
 def test_the_plugin_and_the_report_module_do_not_import_matplotlib():
-    code = "import sys, pytest_ondevice.report, pytest_ondevice.history; sys.exit('matplotlib' in sys.modules)"
+    modules = "pytest_ondevice.records.report, pytest_ondevice.records.history"
+    code = f"import sys, {modules}; sys.exit('matplotlib' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 

@@ -8,10 +8,16 @@ def test_a_run_without_a_board_imports_nothing_heavy():
     import subprocess
     import sys
 
+    light = (  # the plugin, the keys it shares with the nodes, and the packages they sit in
+        "pytest_ondevice.plugin",
+        "pytest_ondevice.config",
+        "pytest_ondevice.config.keys",
+        "pytest_ondevice.farm",
+        "pytest_ondevice.farm.labgrid_plugin",
+    )
     code = (
         "import sys, pytest_ondevice.plugin as p; "
-        "heavy = [m for m in sys.modules if m.startswith('pytest_ondevice.') and m not in "
-        "('pytest_ondevice.plugin', 'pytest_ondevice.keys', 'pytest_ondevice.labgrid_plugin')]; print(heavy)"
+        f"heavy = [m for m in sys.modules if m.startswith('pytest_ondevice.') and m not in {light!r}]; print(heavy)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -14,7 +14,7 @@ from pathlib import Path
 from conftest import QUIET
 from test_build_cache import value_test
 
-from pytest_ondevice import store
+from pytest_ondevice.build import store
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -22,7 +22,7 @@ HOLDER = """
 import sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-from pytest_ondevice import store
+from pytest_ondevice.build import store
 cache = store.Store(Path(sys.argv[2]))
 assert cache.get(sys.argv[3]) is not None
 print("holding", flush=True)

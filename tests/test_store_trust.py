@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_ondevice import store
+from pytest_ondevice.build import store
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (chown to another account)")
 

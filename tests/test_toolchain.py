@@ -6,8 +6,8 @@ import functools
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from pytest_ondevice import toolchain
-from pytest_ondevice.board import BoardRegistry
+from pytest_ondevice.build import toolchain
+from pytest_ondevice.config.board import BoardRegistry
 
 
 def test_build_threads_asking_at_once_probe_the_compiler_once(monkeypatch):

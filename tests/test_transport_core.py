@@ -130,8 +130,8 @@ def test_a_board_file_combines_one_transports_loader_with_anothers_console(third
 
 
 def test_a_third_party_transport_is_listed_and_its_options_checked(third_party):
-    from pytest_ondevice.board import BoardRegistry
-    from pytest_ondevice.schema import ConfigError
+    from pytest_ondevice.config.board import BoardRegistry
+    from pytest_ondevice.config.schema import ConfigError
 
     third_party.write("boards/typo.toml", 'extends = "host"\n[transport]\nname = "flasher"\nlgo = "x"\n')
     with pytest.raises(ConfigError, match=r"typo.toml: unknown key 'transport.lgo' \(did you mean 'transport.log'"):
@@ -219,10 +219,11 @@ def test_the_core_names_no_transport():
 
     core = Path(pytest_ondevice.__file__).resolve().parent
     names = {n for n in transports.known() if n != "local"} | {"qemu", "sftp", "paramiko", "adbutils"}
-    for module in ("plugin.py", "runner.py", "bench.py", "active.py", "items.py"):
-        text = (core / module).read_text()
+    glue = [core / m for m in ("plugin.py", "runner.py", "hooks.py", "items.py")]
+    for module in [*glue, *(core / "farm").glob("*.py"), *(core / "formats").glob("*.py")]:
+        text = module.read_text()
         found = [n for n in names if re.search(rf"\b{re.escape(n)}\b", text, re.IGNORECASE)]
-        assert not found, f"{module} names {found}"
+        assert not found, f"{module.name} names {found}"
 
 
 def test_an_exec_failure_that_says_nothing_about_the_file_is_tried_again(monkeypatch, tmp_path):

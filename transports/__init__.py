@@ -24,7 +24,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from pytest_ondevice import own_metadata
+from pytest_ondevice.config import own_metadata
 
 from .contract import (
     CacheEntryLost,

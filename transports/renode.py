@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_ondevice.schema import SECONDS
+from pytest_ondevice.config.schema import SECONDS
 
 from . import Option, Transport
 from .contract import Clock, Deployed, InfrastructureError, OnBytes, RunEnd

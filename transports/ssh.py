@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_ondevice.schema import COMMAND
+from pytest_ondevice.config.schema import COMMAND
 
 from . import Option, device_cache
 from .contract import ConnectionLost, Deployed, InfrastructureError, RunEnd

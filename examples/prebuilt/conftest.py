@@ -13,14 +13,14 @@ HERE = Path(__file__).resolve().parent
 
 
 def pytest_configure(config) -> None:
+    from pytest_ondevice.build.toolchain import ToolchainError
     from pytest_ondevice.plugin import selected_boards
-    from pytest_ondevice.toolchain import ToolchainError
 
     spec = importlib.util.spec_from_file_location("make_vendor_lib", HERE / "make_vendor_lib.py")
     maker = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(maker)
-    from pytest_ondevice.board import BoardRegistry
-    from pytest_ondevice.schema import ConfigError
+    from pytest_ondevice.config.board import BoardRegistry
+    from pytest_ondevice.config.schema import ConfigError
 
     registry = BoardRegistry([Path(p) for p in config.getini("ondevice_boards")])  # the project's boards too
     for board in selected_boards(config):

@@ -14,8 +14,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pytest_ondevice.board import BoardRegistry
-from pytest_ondevice.toolchain import resolve
+from pytest_ondevice.build.toolchain import resolve
+from pytest_ondevice.config.board import BoardRegistry
 
 HERE = Path(__file__).resolve().parent
 

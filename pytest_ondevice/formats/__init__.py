@@ -1,5 +1,7 @@
-"""Test harness formats: how a source declares its cases and how its binary reports them.
+"""Output into verdicts. In: a binary's output line by line and how it ended (transports).
+Out: one verdict per test case (BinaryVerdicts); also how a source declares its cases.
 
+Test harness formats: how a source declares its cases and how its binary reports them.
 One small class per format. Ours (TFLM v1/v2 with our header, GoogleTest, CppUTest,
 Unity) are built in; a third party registers its own in the entry-point group
 `pytest_ondevice.formats` (`name = "package.module:FormatClass"`). A test source's format
@@ -17,8 +19,8 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import ClassVar, Protocol
 
-from ..discover import Case, code_of, device_names, line_at
-from ..protocol import BinaryVerdicts, RunEnd
+from .discover import Case, code_of, device_names, line_at
+from .protocol import BinaryVerdicts, RunEnd
 
 GROUP = "pytest_ondevice.formats"
 HARNESS_DIR = Path(__file__).resolve().parent / "harness"

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import re
 
-from ..discover import Case, code_of
-from ..protocol import Outcome
 from . import HARNESS_DIR, Format, Needs, declared_cases, has_main
+from .discover import Case, code_of
+from .protocol import Outcome
 from .stream import CaseStream, Summary
 
 _DECLARED = re.compile(r"\b(IGNORE_TEST|TEST)\s*\(\s*([A-Za-z_]\w*)\s*,\s*([A-Za-z_]\w*)\s*\)")

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import re
 
-from ..discover import Case, code_of
-from ..protocol import Outcome
 from . import HARNESS_DIR, Format, Needs, declared_cases, has_main
+from .discover import Case, code_of
+from .protocol import Outcome
 from .stream import CaseStream, Summary
 
 _DECLARED = re.compile(r"\bTEST(?:_F)?\s*\(\s*([A-Za-z_]\w*)\s*,\s*([A-Za-z_]\w*)\s*\)")

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import re
 
-from ..discover import Case
-from ..protocol import MAX_CASES, BinaryVerdicts, Outcome, RunEnd, Verdict
 from . import Format
+from .discover import Case
+from .protocol import MAX_CASES, BinaryVerdicts, Outcome, RunEnd, Verdict
 from .stream import CaseStream, Summary
 
 IGNORED = "#[ignore] in the source (run with --include-ignored)"
@@ -55,7 +55,7 @@ class Libtest(Format):
     kinds = ("host", "linux")  # libtest needs std: an operating system
     # one test at a time, its output and panic inline: a crash names the running test and
     # loses neither its output nor an earlier failure's message (printed at the end otherwise);
-    # no colours on a pty (adb)
+    # no colours on a pseudo-terminal (a console may run the binary on one)
     run_args = ("--test-threads=1", "--nocapture", "--color=never")
     # deprecated in recent Rust (a warning on stderr) but, the only output libtest writes apart
     # from stdout; a libtest without it fails the run with "Unrecognized option"
@@ -63,7 +63,7 @@ class Libtest(Format):
 
     def find_cases(self, text: str) -> list[Case]:
         """The file's #[test] functions, named by their module path within this file."""
-        from ..rustsrc import scan  # a C/C++ run never needs the Rust scanner
+        from .rustsrc import scan  # a C/C++ run never needs the Rust scanner
 
         return [Case(t.name, t.line, self.name) for t in scan(text).tests]
 
@@ -76,7 +76,7 @@ class Libtest(Format):
 
 def ignored_cases(text: str) -> dict[str, str]:
     """The file's #[ignore]d tests and why (the attribute's reason, else IGNORED)."""
-    from ..rustsrc import scan
+    from .rustsrc import scan
 
     return {t.name: t.ignore_reason or IGNORED for t in scan(text).tests if t.ignored}
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from ..protocol import (
+from .protocol import (
     EXTENSION_PREFIX,
     MAX_CASES,
     MAX_LINE_CHARS,

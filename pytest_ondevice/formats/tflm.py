@@ -3,9 +3,9 @@ nonce-stamped markers: the format every source is in unless it says otherwise.""
 
 from __future__ import annotations
 
-from ..discover import Case, find_cases
-from ..protocol import TestOutputParser
 from . import Format
+from .discover import Case, find_cases
+from .protocol import TestOutputParser
 
 
 class Tflm(Format):

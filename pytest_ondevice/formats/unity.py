@@ -20,10 +20,10 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from ..discover import Case, code_of, line_at
-from ..lines import BoundedLines
-from ..protocol import BinaryVerdicts, Outcome, RunEnd, Verdict
 from . import HARNESS_DIR, NO_NEEDS, Format, Needs, has_main
+from .discover import Case, code_of, line_at
+from .lines import BoundedLines
+from .protocol import BinaryVerdicts, Outcome, RunEnd, Verdict
 from .stream import CaseStream, Summary
 
 _RUN_TEST = re.compile(r"\bRUN_TEST\s*\(\s*([A-Za-z_]\w*)\s*[,)]")

@@ -14,19 +14,20 @@ from pathlib import Path
 import pytest
 from _pytest.runner import runtestprotocol
 
-from . import fleet as fleet_mod
-from . import labgrid_places, store
-from .benchreport import BenchReport, load_baseline
-from .build import BuildStats
-from .fleet import Fleet
+from .build import store
+from .build.builder import BuildStats
+from .config.keys import BASELINE_KEY, SESSION_KEY, fleet_path, selected_boards
+from .config.options import ini_path, registry
+from .config.schema import ConfigError
+from .config.settings import Settings
+from .farm import fleet as fleet_mod
+from .farm import labgrid_places
+from .farm.fleet import Fleet
+from .farm.lease import identity
 from .items import FOUND_AT_RUN, DeviceInfrastructureError, OnDeviceFile, RustFile
-from .keys import BASELINE_KEY, SESSION_KEY, fleet_path, selected_boards
-from .lease import identity
-from .plugin import registry
+from .records.benchreport import BenchReport, load_baseline
 from .reruns import RerunSummary
 from .runner import OnDeviceSession
-from .schema import ConfigError
-from .settings import Settings
 from .skipsummary import skip_lines
 from .transports import InfrastructureError
 
@@ -43,7 +44,7 @@ def activate(config: pytest.Config) -> None:
             reg.get(name)
     except ConfigError as e:
         raise pytest.UsageError(str(e)) from None
-    cache_dir = _ini_path(config, "ondevice_cache_dir", "ONDEVICE_CACHE_DIR") or store.default_dir()
+    cache_dir = ini_path(config, "ondevice_cache_dir", "ONDEVICE_CACHE_DIR") or store.default_dir()
     worker = getattr(config, "workerinput", {}).get("workerid")  # "gw0", ... on an xdist worker
     ini_timeout = config.getini("ondevice_timeout")
     try:
@@ -56,7 +57,7 @@ def activate(config: pytest.Config) -> None:
         raise pytest.UsageError(f"ondevice_log_max: {e}") from None
     settings = Settings(
         rootdir=config.rootpath,
-        build_root=_ini_path(config, "ondevice_build_dir") or config.rootpath / ".ondevice" / "build",
+        build_root=ini_path(config, "ondevice_build_dir") or config.rootpath / ".ondevice" / "build",
         cache_dir=cache_dir,
         cache_shared=config.getini("ondevice_cache_shared"),  # None: from $ONDEVICE_CACHE_SHARED
         cache_max_size=cache_size,
@@ -96,7 +97,7 @@ def activate(config: pytest.Config) -> None:
         config.pluginmanager.register(RerunSummary(), "ondevice-reruns")
     history = config.getoption("history")
     if history and not hasattr(config, "workerinput"):  # the controller records what workers report
-        from .history import HistoryRecorder
+        from .records.history import HistoryRecorder
 
         config.pluginmanager.register(
             HistoryRecorder(config, config.invocation_params.dir / history), "ondevice-history"
@@ -149,16 +150,6 @@ def _say(config: pytest.Config):
 
         return to_stderr
     return _live_writer(config)
-
-
-def _ini_path(config: pytest.Config, name: str, env: str | None = None) -> Path | None:
-    """A directory option: the environment wins, a relative ini value is relative to the ini
-    file (not to wherever pytest was started, which would make a second cache)."""
-    value = (os.environ.get(env) if env else None) or config.getini(name)
-    if not value:
-        return None
-    base = config.inipath.parent if config.inipath else config.rootpath
-    return (base / os.path.expanduser(value)).resolve()
 
 
 def _runs_tests_here(config: pytest.Config) -> bool:
@@ -326,7 +317,7 @@ class OnDevicePlugin:
         """`-n` without --dist: cases go to workers by binary, never half a binary each."""
         if config.getvalue("dist") != "load":
             return None
-        from .scheduling import BinaryScheduling
+        from .farm.scheduling import BinaryScheduling
 
         return BinaryScheduling(config, log)
 

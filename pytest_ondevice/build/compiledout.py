@@ -5,14 +5,17 @@ started after a normal end, and about a file with nothing left to link."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from . import toolchain
-from .binaries import BinarySpec
-from .build import Builder, BuildError
-from .dirconfig import DirConfig
-from .protocol import NEVER_STARTED, BinaryVerdicts, Outcome, Verdict
-from .schema import ConfigError
+from .builder import Builder, BuildError
+from ..config.dirconfig import DirConfig
+from ..formats.protocol import NEVER_STARTED, BinaryVerdicts, Outcome, Verdict
+from ..config.schema import ConfigError
 from .store import CacheError
+
+if TYPE_CHECKING:  # a type only: the session's record of the binary
+    from ..binaries import BinarySpec
 
 Config = Callable[[], DirConfig]  # the source's ondevice.toml settings, read when needed
 

@@ -1,15 +1,17 @@
-"""What a session is asked to do: built once from pytest's options and ini (active.py),
-read by the session (runner.py) and the farm (devices.py)."""
+"""What a session is asked to do: built once from pytest's options and ini (hooks.py),
+read by the session (runner.py) and the farm (farm/devices.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .fleet import Fleet
 from .keys import TEST_PATTERNS
+
+if TYPE_CHECKING:  # a type only: the fleet file is read by the farm
+    from ..farm.fleet import Fleet
 
 
 @dataclass

@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import asyncio
 
+from ..transports import InfrastructureError
 from .fleet import Device
-from .transports import InfrastructureError
 
 DEFAULT_COORDINATOR = "127.0.0.1:20408"  # labgrid's own default
 CALL_TIMEOUT = 30.0  # seconds for one exchange with the coordinator

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from . import bench, toolchain
-from .plugin import registry
+from ..build import toolchain
+from ..config.options import registry
+from . import bench
 
 
 def bench_dir(config: pytest.Config) -> Path:

@@ -12,9 +12,9 @@ import hashlib
 from pathlib import Path
 
 from . import cargo, pkgconfig, toolchain
-from .board import Board
-from .build import Artifact, Builder, BuildError
-from .dirconfig import DirConfig
+from ..config.board import Board
+from .builder import Artifact, Builder, BuildError
+from ..config.dirconfig import DirConfig
 
 
 def binaries(

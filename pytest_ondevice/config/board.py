@@ -14,15 +14,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..transports.contract import Clock
 from .schema import SECONDS, ConfigError, check, load_toml
-from .transports.contract import Clock
 
 
 def _builtin_dir() -> Path:
     """Our board files: the package pytest_ondevice.boards (the repo's boards/)."""
     spec = importlib.util.find_spec("pytest_ondevice.boards")
     if spec is None or not spec.submodule_search_locations:  # pragma: no cover
-        return Path(__file__).resolve().parent.parent / "boards"
+        return Path(__file__).resolve().parents[2] / "boards"
     return Path(next(iter(spec.submodule_search_locations)))
 
 
@@ -124,7 +124,7 @@ class Board:
 
     def clock_for(self, table: dict[str, Any]) -> Clock:
         """What timing figures count when this table's transport runs the binaries."""
-        from .transports import clock_of
+        from ..transports import clock_of
 
         declared = clock_of(table)
         if self.clock:
@@ -211,7 +211,7 @@ def _check_transport_keys(own: dict[str, Any], merged: dict[str, Any], path: Pat
 
     Only the keys this file writes are checked, against the transport in effect here (a
     board that extends another may name its transport only there)."""
-    from . import transports
+    from .. import transports
 
     for table in ("transport", "emulator"):
         keys, effective = own.get(table), merged.get(table, {})

@@ -33,7 +33,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .schema import ConfigError, check, load_toml
+from ..config.schema import ConfigError, check, load_toml
 
 FLEET_SPEC = {"quarantine_after": int, "lease_dir": str, "retries": int, "labgrid_coordinator": str}
 DEVICE_SPEC = {

@@ -18,7 +18,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from .board import Board
+from ..config.board import Board
 
 
 class ToolchainError(Exception):

@@ -10,14 +10,14 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from . import transports
-from .board import Board, BoardRegistry
+from .. import transports
+from ..config.board import Board, BoardRegistry
+from ..config.settings import Settings
+from ..transports import Clock, InfrastructureError, Transport
 from .fleet import Device, Fleet
 from .labgrid_places import Coordinator
 from .lease import Lease, Leases
 from .quarantine import Quarantine
-from .settings import Settings
-from .transports import Clock, InfrastructureError, Transport
 
 
 class Devices:

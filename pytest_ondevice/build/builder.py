@@ -27,14 +27,14 @@ from pathlib import Path
 from typing import TypeVar
 
 from . import elf, inputs, pkgconfig, sizecheck
-from .board import Board, debian_arch
-from .dirconfig import BuildFlags, DirConfig, FileSettings
-from .formats import NO_NEEDS, Needs
+from ..config.board import Board, debian_arch
+from ..config.dirconfig import BuildFlags, DirConfig, FileSettings
+from ..formats import NO_NEEDS, Needs
 from .store import CacheError, Entry, Store, checkpoint, key_of, unusable
 from .toolchain import ResolvedToolchain
 
 T = TypeVar("T")
-INCLUDE_DIR = Path(__file__).resolve().parent / "include"
+INCLUDE_DIR = Path(__file__).resolve().parent.parent / "include"
 CXX_SUFFIXES = {".cc", ".cpp", ".cxx", ".C", ".c++"}
 # a file changed this close to a compile's start may have been read half old, half new:
 # timestamps come from a coarse kernel clock (a few ms), so allow for it

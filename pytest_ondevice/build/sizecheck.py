@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .board import Board
+from ..config.board import Board
 from .elf import read
 
 _OVERFLOW = re.compile(r"region [`'](\w+)' overflowed by (\d+) bytes")

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from itertools import pairwise
 
-from .bench import BenchRecord, BenchRecordError, parse_record
+from ..transports.contract import RunEnd
+from .benchline import BenchRecord, BenchRecordError, parse_record
 from .lines import BoundedLines
-from .transports.contract import RunEnd
 
 PASS_MAGIC = "~~~ALL TESTS PASSED~~~"
 MAX_BENCHES_PER_CASE = 100

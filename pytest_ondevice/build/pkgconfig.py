@@ -11,8 +11,8 @@ import os
 import shlex
 import subprocess
 
-from .board import Board
-from .dirconfig import BuildFlags, DirConfig
+from ..config.board import Board
+from ..config.dirconfig import BuildFlags, DirConfig
 
 
 class PkgConfigError(Exception):

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from ..transports import InfrastructureError
 from .fleet import Device
-from .transports import InfrastructureError
 
 if TYPE_CHECKING:
     from .labgrid_places import Coordinator

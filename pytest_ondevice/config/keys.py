@@ -26,7 +26,7 @@ def selected_boards(config: pytest.Config) -> list[str]:
                 names.append(name)
     fleet = fleet_path(config)
     if not names and fleet:
-        from .fleet import load
+        from ..farm.fleet import load
         from .schema import ConfigError
 
         try:

@@ -1,0 +1,49 @@
+"""The line a benchmark prints, `#ondevice bench name=... unit=... repeats=N min=A
+median=B max=C [work=W work_unit=U overhead=O]`, read into a record or refused: its meaning
+in time or instructions is the records' (records/bench.py), which know the board's clock."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+REQUIRED = ("name", "unit", "repeats", "min", "median", "max")
+NUMBERS = ("repeats", "min", "median", "max", "work", "overhead")
+SOURCES = ("systick", "dwt", "mcycle", "ns")  # mcycle: RISC-V's cycle CSR
+_PAIR = re.compile(r"(\w+)=(\S+)")
+
+
+class BenchRecordError(ValueError):
+    """A bench line that cannot be trusted: a clear error, never a silent zero."""
+
+
+@dataclass(frozen=True)
+class BenchRecord:
+    name: str
+    unit: str  # the device's cycle source
+    repeats: int
+    min: int
+    median: int
+    max: int
+    work: int = 0
+    work_unit: str = ""
+    overhead: int = 0
+
+
+def parse_record(body: str) -> BenchRecord:
+    """`name=... unit=... repeats=N min=A median=B max=C [work=W work_unit=U overhead=O]`."""
+    fields = dict(_PAIR.findall(body))
+    missing = [k for k in REQUIRED if k not in fields]
+    if missing:
+        raise BenchRecordError(f"bench record without {', '.join(missing)}: {body[:200]!r}")
+    values: dict = {}
+    for key in NUMBERS:
+        if key in fields:
+            if not fields[key].isdigit():
+                raise BenchRecordError(f"bench record with {key}={fields[key]!r}, not a whole number: {body[:200]!r}")
+            values[key] = int(fields[key])
+    if fields["unit"] not in SOURCES:
+        raise BenchRecordError(f"bench record with unknown unit {fields['unit']!r}: {body[:200]!r}")
+    if not values["min"] <= values["median"] <= values["max"]:
+        raise BenchRecordError(f"bench record with min <= median <= max broken: {body[:200]!r}")
+    return BenchRecord(name=fields["name"], unit=fields["unit"], work_unit=fields.get("work_unit", ""), **values)

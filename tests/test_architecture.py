@@ -1,0 +1,110 @@
+"""The package tree keeps the pipeline's one-way flow (docs/architecture.md): each stage
+imports only the stages it is allowed to, and no module imports itself back in a circle."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest_ondevice
+import pytest_ondevice.transports
+
+CORE = Path(pytest_ondevice.__file__).resolve().parent
+TRANSPORTS = Path(pytest_ondevice.transports.__file__).resolve().parent  # installed under the package
+STAGES = ("config", "build", "farm", "formats", "records", "transports")
+# what each stage may import at run time (type-only imports under TYPE_CHECKING aside); the
+# glue at the package's top (plugin, hooks, runner, items, ...) may import any of them
+ALLOWED = {
+    "config": {"transports"},  # a board names its transport, whose options it checks
+    "build": {"config", "formats"},  # a harness format says what its binaries link
+    "transports": {"config", "build"},  # option kinds; the store's ownership rules
+    "farm": {"config", "transports"},
+    "formats": {"transports"},  # how a run ended
+    "records": {"config", "build", "formats", "transports"},
+}
+
+
+def _module(path: Path) -> str:
+    if path.is_relative_to(TRANSPORTS):
+        prefix, rel = ["pytest_ondevice", "transports"], path.relative_to(TRANSPORTS).with_suffix("")
+    else:
+        prefix, rel = ["pytest_ondevice"], path.relative_to(CORE).with_suffix("")
+    return ".".join([*prefix, *(p for p in rel.parts if p != "__init__")])
+
+
+def _stage(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in STAGES else "glue"
+
+
+def _runtime_imports(path: Path) -> set[str]:
+    """The modules a file imports when it is imported (not those inside functions, which
+    run later, nor those under TYPE_CHECKING)."""
+    tree = ast.parse(path.read_text())
+    module = _module(path)
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    found: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue
+        for sub in [node] if not isinstance(node, (ast.Try, ast.If)) else ast.walk(node):
+            if isinstance(sub, ast.ImportFrom):
+                if sub.level:
+                    base = package.split(".")[: len(package.split(".")) - (sub.level - 1)]
+                    target = ".".join([*base, *([sub.module] if sub.module else [])])
+                else:
+                    target = sub.module or ""
+                if not target.startswith("pytest_ondevice"):
+                    continue
+                for alias in sub.names:
+                    candidate = f"{target}.{alias.name}"
+                    found.add(candidate if _is_module(candidate) else target)
+            elif isinstance(sub, ast.Import):
+                found.update(a.name for a in sub.names if a.name.startswith("pytest_ondevice"))
+    return found
+
+
+def _is_module(name: str) -> bool:
+    parts = name.split(".")[1:]
+    base, rel = (TRANSPORTS, Path(*parts[1:])) if parts[:1] == ["transports"] else (CORE, Path(*parts))
+    if not rel.parts:
+        return (base / "__init__.py").is_file()
+    return (base / rel).with_suffix(".py").is_file() or (base / rel / "__init__.py").is_file()
+
+
+def _sources() -> list[Path]:
+    found = {*CORE.rglob("*.py"), *TRANSPORTS.rglob("*.py")}
+    return sorted(p for p in found if "__pycache__" not in p.parts and not p.is_symlink())
+
+
+def test_each_stage_imports_only_the_stages_before_it():
+    wrong = []
+    for path in _sources():
+        stage = _stage(_module(path))
+        if stage == "glue":
+            continue
+        for target in _runtime_imports(path):
+            other = _stage(target)
+            if other not in (stage, *ALLOWED[stage]):
+                wrong.append(f"{_module(path)} imports {target} ({other})")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_module_imports_itself_back_in_a_circle():
+    graph = {_module(p): {t for t in _runtime_imports(p) if _is_module(t)} for p in _sources()}
+    circles = []
+    state: dict[str, int] = {}
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in graph.get(node, ()):
+            if state.get(nxt) == 1:
+                circles.append(" -> ".join([*path[path.index(nxt) :], nxt]))
+            elif nxt not in state:
+                visit(nxt, [*path, nxt])
+        state[node] = 2
+
+    for node in graph:
+        if node not in state:
+            visit(node, [node])
+    assert not circles, "\n".join(circles)
