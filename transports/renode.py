@@ -83,7 +83,7 @@ class RenodeTransport(Transport):
     @classmethod
     def status(cls, options: dict[str, Any]) -> str:
         path = find_renode(options)
-        return f"found: {path}" if path else "missing: renode (see README: Renode)"
+        return f"found: {path}" if path else "missing: renode (see docs/transports/renode.md)"
 
     def __init__(self, board: Any, device: str | None, options: dict[str, Any]) -> None:
         super().__init__(board, device, options)

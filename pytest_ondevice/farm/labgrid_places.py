@@ -1,7 +1,7 @@
 """Fleet devices leased through a labgrid coordinator: a farm spread over several hosts.
 
 Our file lock still orders the runs and workers of one host; the coordinator orders the
-hosts. What the design rests on (measured, see the README's farm section):
+hosts. What the design rests on (measured, see docs/farm.md):
 
 - labgrid has no blocking acquire: a device that is busy is waited for with a
   reservation (filter `name=PLACE`), polled (which keeps it alive), and cancelled once
