@@ -46,3 +46,19 @@ def test_a_suspects_errors_are_withdrawn_from_every_device(tmp_path):
 def test_the_state_is_shared_through_the_run_dir(tmp_path):
     Quarantine(tmp_path, after=1).strike("pi-1", "dead")
     assert Quarantine(tmp_path, after=1).is_out("pi-1")  # another xdist worker sees it
+
+
+def test_a_reason_is_kept_on_one_line_cut_at_300_characters(tmp_path):
+    q = Quarantine(tmp_path, after=1)
+    q.strike("pi1", "lost:\n" + "x" * 400)
+    (reason,) = q.reasons("pi1")
+    assert reason == ("lost: " + "x" * 400)[:300]
+
+
+def test_undecodable_text_in_a_reason_or_the_state_file_is_replaced_not_a_crash(tmp_path):
+    q = Quarantine(tmp_path, after=2)
+    q.strike("pi1", "output \udcff from a device")  # a lone surrogate: bytes that were not UTF-8
+    with (tmp_path / "strikes" / "pi1").open("ab") as state:  # written by hand, or half by a crash
+        state.write(b"\tgarbage \xff\xfe\n")
+    assert q.reasons("pi1") == ["output ? from a device", "garbage \ufffd\ufffd"]
+    assert q.is_out("pi1")
