@@ -166,3 +166,26 @@ def test_a_file_without_main_gets_our_runner_calling_the_hooks_the_file_defines(
         "ONDEVICE_UNITY_HAS_SUITE_SETUP=1",
         "ONDEVICE_UNITY_HAS_SUITE_TEARDOWN=1",
     )
+
+
+def test_an_exit_in_a_case_then_a_hang_on_the_way_out_is_still_that_cases():
+    """A destructor that loops (or kills its own process) after exit() in test_b: the lines
+    test_b printed for test_c are not test_c's, and the hang is test_b's, not test_d's."""
+    stream = UNITY_NONCE + ABC + stamped("exit-in test_b")
+    for end in (RunEnd(timed_out=10), RunEnd(signal="SIGKILL")):
+        v = parse(Unity(), stream, ["test_a", "test_b", "test_c", "test_d"], end)
+        assert outcomes(v) == {"test_a": "passed", "test_b": "failed", "test_c": "failed", "test_d": "failed"}
+        assert v.cases["test_b"].message.startswith(
+            f"the program exited while this case was running (exit() in the test?), then {end.abnormal()}"
+        )
+        assert v.cases["test_c"].message == "not run: the program exited in case test_b, before this case" + ANOTHERS
+        assert v.cases["test_d"].message.startswith("not run")
+
+
+def test_a_chatty_cases_log_says_truly_how_many_lines_it_leaves_out():
+    chatter = b"".join(b"line %d\n" % n for n in range(150))
+    stream = UNITY_NONCE + chatter + b"u.c:1:test_a:PASS\n" + TALLY % 1 + stamped("exit-in -")
+    log = parse(Unity(), stream, ["test_a"], RunEnd(exit_code=0)).cases["test_a"].log.splitlines()
+    assert log[:20] == [f"line {n}" for n in range(20)]
+    assert log[20] == "... 51 lines not shown (see the full log file) ..."  # lines 20 to 70
+    assert log[21:] == [f"line {n}" for n in range(71, 150)] + ["u.c:1:test_a:PASS"]
