@@ -42,12 +42,18 @@ def _left(root: Path, keys: list[str]) -> list[str]:
     return [k for k in keys if (root / store.LAYOUT / "entries" / k[:2] / k).exists()]
 
 
-def test_another_processs_trim_leaves_what_a_live_session_holds_and_a_dead_one_holds_nothing(tmp_path):
-    keys = [f"{i:x}" * 64 for i in range(4)]
-    first = store.Store(tmp_path)
-    for i, key in enumerate(keys):  # keys[0] the least recently used
-        _entry(first, key, 100 * (4 - i))
+def oldest_first(root: Path, n: int) -> list[str]:
+    """The keys of n entries stored by a session that has ended, keys[0] the least recently used."""
+    keys = [f"{i:x}" * 64 for i in range(n)]
+    first = store.Store(root)
+    for i, key in enumerate(keys):
+        _entry(first, key, 100 * (n - i))
     first.close()
+    return keys
+
+
+def test_another_processs_trim_leaves_what_a_live_session_holds_and_a_dead_one_holds_nothing(tmp_path):
+    keys = oldest_first(tmp_path, 4)
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLDER, str(REPO), str(tmp_path), keys[0]],
         stdin=subprocess.PIPE,
@@ -68,11 +74,7 @@ def test_another_processs_trim_leaves_what_a_live_session_holds_and_a_dead_one_h
 
 
 def test_a_trim_removes_the_least_recently_used_until_90_percent_and_clean_keeps_what_is_held(tmp_path):
-    keys = [f"{i:x}" * 64 for i in range(6)]
-    first = store.Store(tmp_path)
-    for i, key in enumerate(keys):  # keys[0] the least recently used
-        _entry(first, key, 100 * (6 - i))
-    first.close()
+    keys = oldest_first(tmp_path, 6)
     count, size = store.Store(tmp_path).usage()
     each = size // 6
     assert count == 6 and size == 6 * each and each > 1000  # the binary and its meta.json

@@ -6,6 +6,7 @@ import fcntl
 import hashlib
 import json
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -86,26 +87,36 @@ def test_an_entry_without_its_meta_json_is_damaged_and_built_again(tmp_path):
     assert not artifact.parent.exists()
 
 
+def one_of_each(root: Path, shared: bool, umask: int, executable: bool = False) -> int:
+    """A store made at root under that umask, holding one of each kind of file it writes (an
+    entry, a manifest, a lock, its totals); returns the mode its session's hold file had."""
+    old = os.umask(umask)
+    try:
+        cache = store.Store(root, shared=shared)
+        staged = cache.staging()
+        (staged / "a.elf").write_bytes(b"x")
+        if executable:
+            (staged / "a.elf").chmod(0o777 & ~umask)  # as a linker leaves it
+        cache.commit(staged, "a.elf", KEY)
+        cache.record("cd" * 32, {"key": KEY})
+        with cache.lock("ef" * 32):
+            pass
+        (hold,) = (root / store.LAYOUT / "holds").iterdir()
+        mode = stat.S_IMODE(hold.stat().st_mode)
+        cache.close()
+    finally:
+        os.umask(old)
+    return mode
+
+
 @pytest.mark.parametrize("shared", [False, True])
 @pytest.mark.parametrize("umask", [0o002, 0o077])
 def test_what_the_store_makes_has_its_modes_whatever_the_umask(tmp_path, shared, umask):
     """Private: nobody else may write anything; shared: the group may write every dir (setgid)
     and read every file, write what is rewritten, and nobody writes an entry's files."""
     root = tmp_path / "new" / "cache"
-    old = os.umask(umask)
-    try:
-        cache = store.Store(root, shared=shared)
-        staged = cache.staging()
-        (staged / "a.elf").write_bytes(b"x")
-        cache.commit(staged, "a.elf", KEY)
-        cache.record("cd" * 32, {"key": KEY})
-        with cache.lock("ef" * 32):
-            pass
-        (hold,) = (root / store.LAYOUT / "holds").iterdir()  # readable by the group, written by none
-        assert not hold.stat().st_mode & 0o022 and (hold.stat().st_mode & 0o040 or not shared)
-        cache.close()
-    finally:
-        os.umask(old)
+    hold = one_of_each(root, shared, umask)
+    assert not hold & 0o022 and (hold & 0o040 or not shared)  # readable by the group, written by none
     for path in [tmp_path / "new", root, *root.rglob("*")]:
         mode = path.lstat().st_mode
         if shared and path != tmp_path / "new":

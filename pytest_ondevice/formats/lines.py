@@ -69,6 +69,15 @@ class BoundedLines:
             self.dropped += 1
         self.tail.append(line)
 
+    def absorb(self, other: BoundedLines) -> None:
+        """Another buffer's lines after these, its cut counted as a cut (not kept as a line
+        saying how much it cut, which would count wrong once cut again)."""
+        for line in other.head:
+            self.append(line)
+        self.dropped += other.dropped
+        for line in other.tail:
+            self.append(line)
+
     def __len__(self) -> int:
         return len(self.head) + len(self.tail)
 

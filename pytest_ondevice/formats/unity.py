@@ -85,6 +85,7 @@ class UnityParser(CaseStream):
         self.crashed_in: str | None = None  # the runtime's word: Unity's running case at a crash
         self.exited_in: str | None = None  # ... and when the program exited (its closing line)
         self._printed: dict[str, int] = {}  # case -> place of its verdict line in print order
+        self._exit_blamed = False  # the program reached exit() in a case, then hung or was killed
 
     def _stamped(self, body: str) -> None:
         """Our runtime stamps two lines in a Unity run: the case Unity was running at a crash
@@ -131,8 +132,7 @@ class UnityParser(CaseStream):
             self._pending.append(line)
 
     def _take_pending(self, record, verdict_line: str) -> None:
-        for text in self._pending.text().splitlines():
-            record.log.append(text)
+        record.log.absorb(self._pending)
         record.log.append(verdict_line)
         self._pending = BoundedLines(head=20, tail=80)
 
@@ -143,6 +143,8 @@ class UnityParser(CaseStream):
             return None
         if self.crashed_in is not None:
             return self.crashed_in
+        if self._exit_blamed:
+            return self.exited_in
         ended = {n for n, r in self.cases.items() if r.outcome is not None}
         return next((n for n in self.order or tuple(expected) if n not in ended), None)
 
@@ -157,18 +159,23 @@ class UnityParser(CaseStream):
                 "the binary ended without the runtime's closing line: a test left with _exit(), "
                 "so the lines before cannot be believed"
             )
+        abnormal = end.abnormal()
+        # exit() in a case, then a hang or a kill on the way out (a destructor): still that case's
+        exited = self.exited_in not in (None, "-")
+        self._exit_blamed = exited and abnormal is not None and self.crashed_in is None and self.summary is None
         result = super().verdicts(expected, end)
-        if self.crashed_in is not None and end.abnormal():
-            why = f"not run: {end.abnormal()} in case {self.crashed_in}, before this case"
+        if self.crashed_in is not None and abnormal:
+            why = f"not run: {abnormal} in case {self.crashed_in}, before this case"
             self._printed_by(result, self._after(self.crashed_in, expected), why)
-        elif self.exited_in is not None and not end.abnormal():
+        elif self.exited_in is not None and (not abnormal or self._exit_blamed):
             why = f"not run: the program exited in case {self.exited_in}, before this case"
             if self._printed_by(result, self._after(self.exited_in, expected), why):
                 v = result.cases.get(self.exited_in) or result.unknown.get(self.exited_in)
                 table = result.cases if self.exited_in in result.cases else result.unknown
+                then = f", then {abnormal}" if abnormal else ""
                 table[self.exited_in] = Verdict(
                     Outcome.FAILED,
-                    "the program exited while this case was running (exit() in the test?), after printing "
+                    f"the program exited while this case was running (exit() in the test?){then}, after printing "
                     "the verdict lines of the cases after it",
                     None,
                     v.log if v is not None else self._pending.text(),
