@@ -9,17 +9,7 @@ import sqlite3
 import pytest
 from test_history import V1_SCHEMA, _rows
 
-from pytest_ondevice.history import (
-    Bench,
-    HistoryError,
-    Result,
-    Run,
-    append_run,
-    case_name,
-    connect,
-    load,
-    now,
-)
+from pytest_ondevice.records.history import Bench, HistoryError, Result, Run, append_run, case_name, connect, load, now
 
 LOST = "pi-1: connection lost after 2.1 s (ssh: EOF)"
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from pytest_ondevice.transports import InfrastructureError
 
-from pytest_ondevice import lease
-from pytest_ondevice.fleet import Device
-from pytest_ondevice.lease import Leases, LeaseTimeout
+from pytest_ondevice.farm import lease
+from pytest_ondevice.farm.fleet import Device
+from pytest_ondevice.farm.lease import Leases, LeaseTimeout
 
 OTHER = "pid 999999 on build-2 (user ci, since 01:02:03)"  # another run's lease, as it wrote it
 PI1, PI2, PI3 = Device("pi-1", "rpi"), Device("pi-2", "rpi"), Device("pi-3", "rpi")

@@ -12,8 +12,8 @@ import sys
 import pytest
 from test_report import _table_column
 
-from pytest_ondevice import report
-from pytest_ondevice.history import Bench, Result, Run, append_run, connect, load
+from pytest_ondevice.records import report
+from pytest_ondevice.records.history import Bench, Result, Run, append_run, connect, load
 
 SHA, SHA2 = "ab" * 32, "cd" * 32
 LOST = "pi-1: connection lost after 2.1 s (ssh: EOF)"
