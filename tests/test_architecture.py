@@ -6,8 +6,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest_ondevice
 import pytest_ondevice.transports
+
+import pytest_ondevice
 
 CORE = Path(pytest_ondevice.__file__).resolve().parent
 TRANSPORTS = Path(pytest_ondevice.transports.__file__).resolve().parent  # installed under the package
