@@ -70,7 +70,7 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
         default=None,
         metavar="KIND:WHERE",
         help="read the output through another transport's console, with the board's loader (a serial port: see "
-        "docs/transports/uart.md)",
+        "the transport pages in docs/transports/)",
     )
     group.addoption(
         "--device-timeout",

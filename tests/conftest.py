@@ -69,6 +69,18 @@ def project(pytester: pytest.Pytester) -> Project:
     return Project(pytester)
 
 
+def case_outcomes(result) -> dict[str, str]:
+    """{case: PASSED|FAILED|SKIPPED|ERROR} from a -v run's item lines (the binary item: "binary")."""
+    import re
+
+    found = {}
+    for line in result.outlines:
+        m = re.search(r"::(\S+)\[\S+\] (PASSED|FAILED|SKIPPED|ERROR)", line)
+        if m:
+            found[m.group(1)] = m.group(2)
+    return found
+
+
 def assert_built(result, count: int) -> None:
     """--build-only: the closing line counts built items ("3 built"), and nothing else."""
     outcomes = result.parseoutcomes()

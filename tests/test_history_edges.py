@@ -5,6 +5,8 @@ files, and a run that cannot be recorded at its end. Found missing by mutation t
 from __future__ import annotations
 
 import sqlite3
+import threading
+import time
 
 import pytest
 from test_history import V1_SCHEMA, _rows
@@ -179,6 +181,23 @@ def test_a_version_1_history_is_migrated_once_and_then_holds_reruns(tmp_path):
     assert _rows(path, "SELECT schema_version FROM meta") == [(2,)]
     history = load(path)
     assert [(r.reruns, r.flaky) for r in history.results] == [([], None), ([LOST], "lucky"), ([LOST], "lucky")]
+
+
+def test_a_run_opening_an_old_history_while_another_run_writes_it_waits_for_it(tmp_path):
+    """SQLite refuses the switch to WAL at once, without waiting, while another connection holds
+    the write lock (another nightly migrating a version-1 file): the run waits as for any lock."""
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as raw:
+        raw.executescript(V1_SCHEMA)
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")
+    threading.Timer(0.3, other.execute, ["COMMIT"]).start()
+    started = time.monotonic()
+    db = connect(path)
+    assert 0.3 <= time.monotonic() - started < 1.0  # tried again every 50 ms
+    assert append_run(db, _run(2), [], []) == 2
+    db.close()
+    other.close()
 
 
 def test_an_empty_file_is_an_empty_history_and_a_missing_parent_is_made(tmp_path):

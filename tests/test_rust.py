@@ -3,13 +3,12 @@ on the host, on arm64 under qemu-user and over SSH (a real sshd on loopback)."""
 
 from __future__ import annotations
 
-import re
 import shutil
 import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES
+from conftest import EXAMPLES, case_outcomes
 from test_ssh import accounts, board_for_device, pi, sshd  # noqa: F401 - fixtures
 
 needs_cargo = pytest.mark.skipif(
@@ -79,19 +78,10 @@ FORGED_VERDICTS = {
 
 
 def assert_forgery_caught(result) -> None:
-    assert verdicts(result) == FORGED_VERDICTS
+    assert case_outcomes(result) == FORGED_VERDICTS
     text = result.stdout.str()
     assert "the output says passed, but libtest's log file records no verdict for it" in text
     assert "a test printed libtest's lines" in text  # the binary item's own failure
-
-
-def verdicts(result) -> dict[str, str]:
-    found = {}
-    for line in result.outlines:
-        m = re.search(r"\.rs::(\S+)\[\S+\] (PASSED|FAILED|SKIPPED|ERROR)", line)
-        if m:
-            found[m.group(1)] = m.group(2)
-    return found
 
 
 def crate(project, name: str, lib: str) -> Path:
@@ -129,7 +119,7 @@ EXAMPLE_CASES = {
 def test_a_failing_test_shows_its_line_and_an_abort_names_the_running_test(project):
     crate(project, "demo", FAILING)
     result = project.run("-v", "-rs")
-    assert verdicts(result) == {
+    assert case_outcomes(result) == {
         "tests::a_passes": "PASSED",
         "tests::b_fails": "FAILED",
         "tests::b_later": "SKIPPED",
@@ -154,7 +144,7 @@ def test_libtest_lines_forged_by_a_test_pass_neither_it_nor_the_tests_after_it(p
 def test_the_examples_pass_per_test_on_the_host_and_select_one_by_name(project):
     copy_rust_examples(project)
     result = project.run("-v", "rust")
-    assert verdicts(result) == EXAMPLE_CASES
+    assert case_outcomes(result) == EXAMPLE_CASES
     one = project.run("rust/kernels", "-k", "dot_product")
     one.assert_outcomes(passed=1, deselected=10)
 
@@ -163,7 +153,7 @@ def test_the_examples_pass_per_test_on_the_host_and_select_one_by_name(project):
 def test_the_examples_pass_on_arm64_under_qemu(project):
     copy_rust_examples(project)
     result = project.run("-v", "rust", "--device=qemu", board="rpi")
-    assert verdicts(result) == EXAMPLE_CASES
+    assert case_outcomes(result) == EXAMPLE_CASES
     elf = next(p for p in (project.path / "_build/rpi/cargo").rglob("deps/*kernels-*") if not p.suffix)
     assert elf.read_bytes()[:4] == b"\x7fELF" and elf.read_bytes()[18] == 183  # EM_AARCH64
 
@@ -176,7 +166,7 @@ def test_one_rust_test_over_ssh(pi):  # noqa: F811 - the fixture
     pi.write("crash/Cargo.toml", textwrap.dedent('[package]\nname = "crash"\nversion = "0.1.0"\nedition = "2021"\n'))
     pi.write("crash/src/lib.rs", FAILING)
     crashed = pi.run(f"--device={pi.sshd.alias}", "crash", "-v", board=pi.board)
-    assert verdicts(crashed)["tests::c_aborts"] == "FAILED"
+    assert case_outcomes(crashed)["tests::c_aborts"] == "FAILED"
     assert "killed by SIGABRT while this case was running" in crashed.stdout.str()
     pi.write("forger/Cargo.toml", textwrap.dedent('[package]\nname = "forger"\nversion = "0.1.0"\nedition = "2021"\n'))
     pi.write("forger/src/lib.rs", FORGING)

@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import case_outcomes
 
 from pytest_ondevice.formats.unity import Unity
 
@@ -54,15 +55,6 @@ def unity_project(project) -> None:
     project.write("ondevice.toml", 'sources = ["unity/unity.c"]\ninclude_dirs = ["unity"]\n')
 
 
-def outcomes(result) -> dict[str, str]:
-    found = {}
-    for line in result.outlines:
-        m = re.search(r"::(\w+)\[\S+\] (PASSED|FAILED|SKIPPED|ERROR)", line)
-        if m:
-            found[m.group(1)] = m.group(2)
-    return found
-
-
 def test_the_runner_is_made_from_the_files_test_functions_in_source_order():
     needs = Unity().needs(NO_MAIN)
     assert [p.name for p in needs.sources] == ["unity_runner.c"]
@@ -85,7 +77,7 @@ def test_a_unity_file_without_main_runs_each_test_function(project, board, devic
     unity_project(project)
     project.write("gemm_unity_test.c", NO_MAIN)
     result = project.run("-v", *([f"--device={device}"] if device else []), board=board)
-    assert outcomes(result) == {
+    assert case_outcomes(result) == {
         "test_passes": "PASSED",
         "test_fails": "FAILED",
         "test_ignored": "SKIPPED",
@@ -102,14 +94,14 @@ def test_on_bare_metal_too(project):
     unity_project(project)
     project.write("gemm_unity_test.c", NO_MAIN)
     result = project.run("-v", board="bluepill-qemu")
-    assert outcomes(result)["test_fails"] == "FAILED" and outcomes(result)["test_passes"] == "PASSED"
+    assert case_outcomes(result)["test_fails"] == "FAILED" and case_outcomes(result)["test_passes"] == "PASSED"
 
 
 def test_suite_hooks_are_called_and_suite_teardown_sets_the_exit_status(project):
     unity_project(project)
     project.write("suite_unity_test.c", SUITE_HOOKS)
     result = project.run("-v")
-    assert outcomes(result) == {"test_only": "PASSED"}
+    assert case_outcomes(result) == {"test_only": "PASSED"}
     log = (project.path / "_build/host/logs/suite_unity_test.c.log").read_text()
     assert "suite starts" in log and "suite ends with 0" in log
 
@@ -149,7 +141,7 @@ def test_a_failure_location_is_found_where_the_framework_did_not_say(project):
     project.write("suite/wrapper_test.c", WRAPPER)
     project.write("suite/cases/gemm_cases.c", INCLUDED)
     result = project.run("-v")
-    assert outcomes(result) == {"test_in_wrapper": "FAILED", "test_included": "FAILED"}
+    assert case_outcomes(result) == {"test_in_wrapper": "FAILED", "test_included": "FAILED"}
     text = result.stdout.str()
     # printed as "build/test/runners/wrapper_test.c:16": the file is suite/wrapper_test.c
     assert re.search(r"> suite/wrapper_test.c:16 +TEST_ASSERT_EQUAL_INT\(5, 6\);", text)
