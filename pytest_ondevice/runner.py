@@ -198,19 +198,10 @@ class OnDeviceSession:
         return result, fresh
 
     def _build_and_run(self, spec: BinarySpec) -> BinaryResult:
-        try:
-            artifact = self._intact(spec, self._build_future(spec).result())
-            timeout = self.timeout_for(spec)
-            data = self.dir_config(spec.source).for_file(spec.source).data
-        except (CacheError, ConfigError) as e:
-            # an unusable cache or build dir, a broken ondevice.toml: not the code's fault, so
-            # the items are errors naming the file (never failures, never a false pass)
-            return BinaryResult(infra_error=str(e))
-        except LinkError as e:  # a file whose every case an #ifdef removed has nothing to link (no main)
-            skipped = compiledout.all_compiled_out(self.builder, spec, lambda: self.dir_config(spec.source))
-            return BinaryResult(skipped) if skipped is not None else BinaryResult(build_error=str(e))
-        except (BuildError, SizeError, toolchain.ToolchainError) as e:
-            return BinaryResult(build_error=str(e))
+        built = self._built(spec, lambda: self._intact(spec, self._build_future(spec).result()))
+        if isinstance(built, BinaryResult):
+            return built
+        artifact, timeout, data = built
         if data and spec.board.kind == "baremetal":  # a configuration error: never a test failure
             return BinaryResult(
                 infra_error=f"{spec.rel} declares data files, but {spec.board.name} is bare metal and has no "
@@ -226,18 +217,43 @@ class OnDeviceSession:
             self.stopping,
         )
 
+    def _built(self, spec: BinarySpec, build: Callable[[], Artifact]) -> tuple[Artifact, float, Any] | BinaryResult:
+        """The binary with its timeout and data files, or the result that says why there is none."""
+        try:
+            artifact = build()
+            timeout = self.timeout_for(spec)
+            data = self.dir_config(spec.source).for_file(spec.source).data
+        except (CacheError, ConfigError) as e:
+            # an unusable cache or build dir, a broken ondevice.toml: not the code's fault, so
+            # the items are errors naming the file (never failures, never a false pass)
+            return BinaryResult(infra_error=str(e))
+        except LinkError as e:  # a file whose every case an #ifdef removed has nothing to link (no main)
+            skipped = compiledout.all_compiled_out(self.builder, spec, lambda: self.dir_config(spec.source))
+            return BinaryResult(skipped) if skipped is not None else BinaryResult(build_error=str(e))
+        except (BuildError, SizeError, toolchain.ToolchainError) as e:
+            return BinaryResult(build_error=str(e))
+        return artifact, timeout, data
+
     def _intact(self, spec: BinarySpec, artifact: Artifact) -> Artifact:
         """The binary as the cache holds it now: one removed since its build (by hand; trims
         and cleans leave what a live session holds) is built again, never run as missing (a
         strike on the device) nor reported as the code's failure."""
-        if spec.crate is not None or self.builder.intact(artifact):
-            return artifact
-        return self._build(spec)
+        return artifact if self._rechecked(spec, artifact) else self._build(spec)
+
+    def _rechecked(self, spec: BinarySpec, artifact: Artifact) -> bool:
+        """Whether the cache still holds the binary as built: a stat once its digest is known
+        (remembered per inode and times), so asking again after the wait for a device is cheap."""
+        return spec.crate is not None or self.builder.intact(artifact)
 
     def _run_leased(self, spec: BinarySpec, lease: Lease, artifact: Artifact, timeout: float, data) -> BinaryResult:
         """Deploy and run on one leased device; a dropped connection is reopened and run
         again, keeping the log of every attempt."""
         device = lease.device
+        if not self._rechecked(spec, artifact):  # removed by hand while the binary waited for a device
+            built = self._built(spec, lambda: self._intact(spec, artifact))
+            if isinstance(built, BinaryResult):
+                return built
+            artifact = built[0]
         several = len(self.devices.for_board(spec.board.name)) > 1
         logs = self.settings.build_root / spec.board.name / "logs"
         log_path = (logs / device.name if several else logs) / f"{spec.rel}.log"

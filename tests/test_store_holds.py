@@ -232,3 +232,29 @@ def test_a_binary_removed_by_hand_before_its_run_is_built_again_never_a_device_s
     result.assert_outcomes(passed=1)
     text = result.stdout.str()
     assert "quarantine" not in text and "Traceback" not in text, text
+
+
+REMOVE_WHILE_WAITING = """
+import shutil
+from pathlib import Path
+from pytest_ondevice.farm.devices import Devices
+_lease = Devices.lease
+def lease(self, candidates):
+    granted = _lease(self, candidates)  # what a wait for a busy device gives a user time to do
+    for elf in list(Path({cache!r}).rglob("value_test.c.elf")):
+        shutil.rmtree(elf.parent)
+    return granted
+Devices.lease = lease
+"""
+
+
+def test_a_binary_removed_by_hand_while_it_waits_for_a_device_is_built_again(project):
+    """Checked once more after the lease: what the device gets is the binary as built, never a
+    missing file (a traceback, or a strike on the device)."""
+    project.write("cfg.h", "#define VALUE 1\n")
+    value_test(project)
+    project.write("conftest.py", REMOVE_WHILE_WAITING.format(cache=str(project.path / "_cache")))
+    result = project.run("-s")
+    result.assert_outcomes(passed=1)
+    text = result.stdout.str()
+    assert "quarantine" not in text and "Traceback" not in text and "INTERNALERROR" not in text, text
