@@ -603,8 +603,8 @@ def test_a_file_the_device_cannot_execute_is_an_error_naming_the_architecture(pi
         result.assert_outcomes(errors=3)
         result.stdout.fnmatch_lines(
             [
-                "*the device cannot execute riscv-program: it is an ELF file for RISC-V (64-bit), and the device's kernel "
-                "(x86_64) has no binfmt_misc handler for it*board's (aarch64)*"
+                "*the device cannot execute riscv-program: it is an ELF file for RISC-V (64-bit), "
+                "and the device's kernel (x86_64) has no binfmt_misc handler for it*board's (aarch64)*"
             ]
         )
     finally:

@@ -196,8 +196,9 @@ class Store:
                 directory.mkdir()
                 if shared and directory == path:  # a new shared root: the group of its creator
                     os.chmod(directory, Trust(True).dir_mode(os.lstat(directory).st_mode))
-                else:
-                    os.chmod(directory, stat.S_IMODE(os.lstat(directory).st_mode) & ~0o022)
+                else:  # above a shared root, its group must be able to pass (under umask 077 too)
+                    mode = stat.S_IMODE(os.lstat(directory).st_mode) & ~0o022
+                    os.chmod(directory, mode | 0o010 if shared else mode)
         real = Path(os.path.realpath(path))
         st = os.lstat(real)
         self.trust = Trust(shared, st.st_gid)
