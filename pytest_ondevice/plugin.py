@@ -2,7 +2,7 @@
 
 Without a board (no --board, no ondevice_board in the ini) this module is all that is
 imported and nothing is collected or built, so a repository's Python tests run exactly
-as before and start as fast; with one, the session plugin in active.py is registered.
+as before and start as fast; with one, the session plugin in hooks.py is registered.
 """
 
 from __future__ import annotations
@@ -16,6 +16,9 @@ from .config.keys import BUILT, TEST_PATTERNS, selected_boards
 from .farm import labgrid_plugin
 
 DEFAULT_FILES = " ".join(TEST_PATTERNS)
+# the `device` fixture and the `board` marker: there with or without a board (a scripted
+# test without one is skipped, saying how to select one); it imports nothing heavy
+pytest_plugins = ["pytest_ondevice.scripted.fixtures"]
 
 __all__ = ["selected_boards"]
 

@@ -114,6 +114,13 @@ class OnDeviceSession:
         tc = toolchain.resolve(spec.board)
         return self.builder.binary(spec.board, tc, cfg, spec.source, spec.rel, spec.needs)
 
+    def build_source(self, board: Board, source: Path) -> Artifact:
+        """A program a scripted test builds (device.build): the board's toolchain, runtime and
+        flags, through the same store as the test binaries."""
+        root = self.settings.rootdir
+        rel = str(source.relative_to(root)) if source.is_relative_to(root) else source.name
+        return self.builder.binary(board, toolchain.resolve(board), self.dir_config(source), source, rel)
+
     def _cargo_binary(self, spec: BinarySpec) -> Artifact:
         from .build import rustbuild  # cargo's modules only for a run that has a crate
 

@@ -35,6 +35,7 @@ from .contract import (
     OnBytes,
     RunEnd,
 )
+from .runloop import Interactive
 
 __all__ = [
     "CacheEntryLost",
@@ -42,6 +43,7 @@ __all__ = [
     "ConnectionLost",
     "Deployed",
     "InfrastructureError",
+    "Interactive",
     "OnBytes",
     "Option",
     "RunEnd",
@@ -163,6 +165,22 @@ class Transport(ABC):
         """The first limit bytes of what a run wrote at run_file()'s path (the file is
         removed); None when the run wrote no such file."""
         return None
+
+    # -- scripted tests (the `device` fixture) -------------------------------------------
+    def spawn(self, deployed: Deployed | None, args: list[str]) -> Interactive:
+        """Start a program a test talks to: the deployed binary with args, or (deployed None)
+        the command args as the device finds it (a Linux device's PATH; a bare-metal board
+        has no such thing). Its output is the caller's to read; close() ends it."""
+        raise InfrastructureError(f"the {self.name} transport cannot start a program for a scripted test")
+
+    def push(self, local: Path, remote: str) -> str:
+        """Copy a file to the device (remote: relative to the session's working directory,
+        where spawn() runs); the path it has there."""
+        raise InfrastructureError(f"the {self.name} transport cannot copy files to the device")
+
+    def pull(self, remote: str, local: Path) -> None:
+        """Copy a file from the device (remote as push() takes it)."""
+        raise InfrastructureError(f"the {self.name} transport cannot copy files from the device")
 
     def reopen(self) -> None:
         """Connect again after a dropped connection, cleaning up what the lost one left."""

@@ -25,6 +25,7 @@ from .contract import Deployed, InfrastructureError, RunEnd, signal_name
 from .runloop import drive
 
 READ_SIZE = 65536
+STDERR_KEPT = 1 << 20  # of an interactive program's separate stderr
 # exec failures that say nothing about the file: seen on a busy host running many binaries
 # at once (EFAULT from execve in TFLM's 83-binary kernel suite; the same binary then ran
 # fine), or a file just written (ETXTBSY); tried again before the device is blamed
@@ -39,17 +40,25 @@ class ProcessStream:
     start-up warnings), left out of the stream; the rest of stderr is passed on line by line."""
 
     def __init__(
-        self, argv: list[str], cwd: Path | None, env: dict[str, str] | None, noise: re.Pattern[bytes] | None = None
+        self,
+        argv: list[str],
+        cwd: Path | None,
+        env: dict[str, str] | None,
+        noise: re.Pattern[bytes] | None = None,
+        interactive: bool = False,
     ) -> None:
+        """interactive: the child's stdin is a pipe (write()), its stderr kept apart (errors())."""
         self._noise = noise
         self._err_tail = b""
+        self._stderr = bytearray()
+        self._apart = interactive and noise is None
         for attempt in range(EXEC_ATTEMPTS):
             try:
                 self.proc = subprocess.Popen(
                     argv,
-                    stdin=subprocess.DEVNULL,
+                    stdin=subprocess.PIPE if interactive else subprocess.DEVNULL,
                     stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE if noise else subprocess.STDOUT,
+                    stderr=subprocess.PIPE if noise or self._apart else subprocess.STDOUT,
                     cwd=cwd,
                     env=env,
                     start_new_session=True,
@@ -73,7 +82,12 @@ class ProcessStream:
             data = os.read(fd, READ_SIZE)
             if not data:
                 self._open.remove(fd)
-            out += data if fd == self.fd else self._err(data, final=not data)
+            if fd == self.fd:
+                out += data
+            elif self._apart:
+                self._stderr += data[: STDERR_KEPT - len(self._stderr)]
+            else:
+                out += self._err(data, final=not data)
         if out or not ready:
             return out or None
         return b"" if not self._open else None
@@ -87,6 +101,23 @@ class ProcessStream:
             lines.append(self._err_tail)
             self._err_tail = b""
         return b"".join(line + b"\n" for line in lines if line and not self._noise.fullmatch(line.rstrip(b"\r")))
+
+    def write(self, data: bytes) -> None:
+        if self.proc.stdin is None:
+            raise InfrastructureError("this program's input is not connected")
+        try:
+            self.proc.stdin.write(data)
+            self.proc.stdin.flush()
+        except (BrokenPipeError, ValueError):
+            pass  # it has stopped reading (or ended): what it printed says why
+
+    def close_input(self) -> None:
+        if self.proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()
+
+    def errors(self) -> bytes:
+        return bytes(self._stderr)
 
     def poll(self) -> RunEnd | None:
         code = self.proc.poll()
@@ -105,9 +136,10 @@ class ProcessStream:
 
     def close(self) -> None:
         self.kill()
-        for pipe in (self.proc.stdout, self.proc.stderr):
+        for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             if pipe is not None:
-                pipe.close()
+                with contextlib.suppress(OSError):  # a stdin it stopped reading: nothing to flush to
+                    pipe.close()
         self.proc.wait()
 
 
@@ -170,3 +202,38 @@ class LocalRunFiles:
         with contextlib.suppress(OSError):
             os.unlink(path)
         return data
+
+
+class LocalScratch:
+    """spawn()/push()/pull() for a transport whose programs run on this machine: a private
+    working directory per session, removed at close (with the transport's RunDirs)."""
+
+    _run_dirs: RunDirs
+    _scratch: Path | None = None
+
+    def scratch(self) -> Path:
+        if self._scratch is None:
+            self._scratch = self._run_dirs.make(())
+        return self._scratch
+
+    def _local_path(self, remote: str) -> Path:
+        return self.scratch() / remote  # an absolute remote path stays itself
+
+    def push(self, local: Path, remote: str) -> str:
+        target = self._local_path(remote)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(local, target)
+            shutil.copymode(local, target)
+        except OSError as e:
+            raise InfrastructureError(f"cannot copy {local} to {target}: {e.strerror or e}") from None
+        return str(target)
+
+    def pull(self, remote: str, local: Path) -> None:
+        source = self._local_path(remote)
+        if not source.is_file():
+            raise FileNotFoundError(f"{source}: no such file on the device")
+        shutil.copyfile(source, local)
+
+    def spawn_local(self, argv: list[str]) -> ProcessStream:
+        return ProcessStream(argv, self.scratch(), None, interactive=True)

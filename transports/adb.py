@@ -284,6 +284,12 @@ class ShellV2(RunStream):
     def shutdown_write(self) -> None:
         self.sock.sendall(HEADER.pack(CLOSE_STDIN, 0))
 
+    def write(self, data: bytes) -> None:
+        self.sendall(data)
+
+    def close_input(self) -> None:
+        self.shutdown_write()
+
     # the run loop's Stream
     def read(self, wait: float) -> bytes | None:
         if not self._out and not self._closed and self._status is None:
@@ -462,6 +468,15 @@ class AdbFs:
 
     def posix_rename(self, old: str, new: str) -> None:
         self._run(f"mv -f {shlex.quote(old)} {shlex.quote(new)}")
+
+    def get(self, remote: str, local: str) -> None:
+        adbutils = _adbutils()
+        if not self._run(f"[ -f {shlex.quote(remote)} ] && echo yes; true").strip():
+            raise FileNotFoundError(remote)
+        try:
+            self.t.adb.sync.pull(remote, local)
+        except adbutils.AdbError as e:
+            raise OSError(f"adb pull of {remote}: {e}") from None
 
     def put(self, local: str, remote: str) -> None:
         """adb sync push, then its size confirmed (a short write on a full disk is caught)."""

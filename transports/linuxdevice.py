@@ -32,7 +32,62 @@ class RunStream(Stream):
     def errors(self) -> bytes:
         """What the shell wrote on stderr (the binary's own stderr goes to stdout)."""
 
+    def write(self, data: bytes) -> None:
+        """To the program's stdin (a scripted test's spawn())."""
+
+    def close_input(self) -> None: ...
+
     def close(self) -> None: ...
+
+
+class RemoteProcess:
+    """A program a scripted test talks to (LinuxDevice.spawn): its stream, ended like a
+    binary's run (its process group and every process carrying its token) when closed."""
+
+    def __init__(self, device: LinuxDevice, stream: RunStream, pidfile: str, token: str, deployed: Deployed | None):
+        self._device, self._stream, self._pidfile, self._token = device, stream, pidfile, token
+        self._deployed = deployed
+        self._ended = False
+
+    def read(self, wait: float) -> bytes | None:
+        return self._stream.read(wait)
+
+    def poll(self) -> RunEnd | None:
+        end = self._stream.poll()
+        if end is not None and not self._ended:
+            self._ended = True
+            if self._deployed is not None:  # the checks before the exec name what is wrong with the device
+                self._device._check_preflight(self._stream.errors(), self._deployed)
+        return end
+
+    def wait(self, seconds: float) -> None:
+        self._stream.wait(seconds)
+
+    def write(self, data: bytes) -> None:
+        try:
+            self._stream.write(data)
+        except OSError as e:
+            raise ConnectionLost(f"{self._device.where}: connection lost writing to the program: {e}") from None
+
+    def close_input(self) -> None:
+        with contextlib.suppress(OSError):
+            self._stream.close_input()
+
+    def errors(self) -> bytes:
+        err = self._stream.errors()
+        return re.sub(rb"#ondevice-preflight \w+\n?", b"", err)
+
+    def kill(self) -> None:
+        with contextlib.suppress(InfrastructureError):
+            self._device._kill_run(self._pidfile, self._token)
+
+    def close(self) -> None:
+        try:
+            if not self._ended:
+                self.kill()
+        finally:
+            self._device._running.pop(self._token, None)
+            self._stream.close()
 
 
 class LinuxDevice(Transport):
@@ -165,6 +220,47 @@ class LinuxDevice(Transport):
             stream.close()
         return end
 
+    def spawn(self, deployed: Deployed | None, args: list[str]) -> RemoteProcess:
+        """The binary with args (its pre-flight checks as for a run), or a command found on the
+        device's PATH; stdin from the test, stderr apart."""
+        with self._lock:
+            self._runs += 1
+            pidfile = f"{self.scratch}/.pid-{self._runs}"
+        token = secrets.token_hex(8)
+        if deployed is not None:
+            command = self._run_command(deployed, args, pidfile, token, io="")
+        else:
+            q = shlex.quote
+            words = " ".join(q(w) for w in args)
+            command = (
+                f"cd {q(self.scratch)} && echo $$ > {q(pidfile)} || exit 125; "
+                f"exec env ONDEVICE_SESSION={self.sid} ONDEVICE_RUN={token} {words}"
+            )
+        stream = self._start_run(command)
+        with self._lock:
+            self._running[token] = pidfile
+        return RemoteProcess(self, stream, pidfile, token, deployed)
+
+    def _remote(self, remote: str) -> str:
+        return remote if remote.startswith("/") else f"{self.scratch}/{remote}"
+
+    def push(self, local: Path, remote: str) -> str:
+        target = self._remote(remote)
+        try:
+            self._fs("deploy").put(str(local), target)
+        except OSError as e:
+            raise InfrastructureError(f"{self.where}: cannot copy {local} to {target}: {e}") from None
+        return target
+
+    def pull(self, remote: str, local: Path) -> None:
+        source = self._remote(remote)
+        try:
+            self._fs("deploy").get(source, str(local))
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{self.where}:{source}: no such file on the device") from None
+        except OSError as e:
+            raise InfrastructureError(f"{self.where}: cannot copy {source} from the device: {e}") from None
+
     def run_file(self, deployed: Deployed) -> str | None:
         with self._lock:
             self._runs += 1
@@ -183,7 +279,9 @@ class LinuxDevice(Transport):
         except ValueError:
             raise InfrastructureError(f"{self.where}: unreadable dump of {path}: {out[:200]!r}") from None
 
-    def _run_command(self, deployed: Deployed, args: list[str], pidfile: str, token: str) -> str:
+    def _run_command(
+        self, deployed: Deployed, args: list[str], pidfile: str, token: str, io: str = "</dev/null 2>&1"
+    ) -> str:
         """One line for `sh`: checks that name what is wrong with the device, then the binary."""
         q = shlex.quote
         binary = q(deployed.path)
@@ -200,7 +298,7 @@ class LinuxDevice(Transport):
         if wrapper:
             checks.append(f"PATH={self.path_env} command -v {q(wrapper[0])} >/dev/null 2>&1 || {_pre('wrapper', 127)}")
         words = " ".join(q(w) for w in [*wrapper, deployed.path, *args])
-        return "; ".join(checks) + "; " + self._invoke(f"{env} {words} </dev/null 2>&1")
+        return "; ".join(checks) + "; " + self._invoke(f"{env} {words} {io}".rstrip())
 
     def _invoke(self, command: str) -> str:
         """How the binary is started once the checks passed: exec'd, so that the exit status

@@ -7,11 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from . import Transport
-from ._proc import LocalRunFiles, RunDirs, run_streaming
+from ._proc import LocalRunFiles, LocalScratch, RunDirs, run_streaming
 from .contract import Deployed, OnBytes, RunEnd
+from .runloop import Interactive
 
 
-class LocalTransport(LocalRunFiles, Transport):
+class LocalTransport(LocalRunFiles, LocalScratch, Transport):
     name = "local"
 
     def __init__(self, *args: Any) -> None:
@@ -33,3 +34,6 @@ class LocalTransport(LocalRunFiles, Transport):
         start: Callable[[], None] | None = None,
     ) -> RunEnd:
         return run_streaming([deployed.path, *args], timeout, on_bytes, cwd=Path(deployed.cwd or "."), stop=self.stop)
+
+    def spawn(self, deployed: Deployed | None, args: list[str]) -> Interactive:
+        return self.spawn_local([deployed.path, *args] if deployed else args)

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from . import Option, Transport
-from ._proc import LocalRunFiles, ProcessStream, RunDirs, run_streaming
+from ._proc import LocalRunFiles, LocalScratch, ProcessStream, RunDirs, run_streaming
 from .contract import Clock, Deployed, InfrastructureError, OnBytes, RunEnd
+from .runloop import Interactive
 
 # Debian's package of each emulator (the rest of qemu-system-* is in qemu-system-misc)
 PACKAGES = {"qemu-system-arm": "qemu-system-arm", "qemu-system-aarch64": "qemu-system-arm"}
@@ -91,13 +92,14 @@ class QemuSystemTransport(_LocalFileTransport):
         if "machine" not in self.options:
             raise InfrastructureError(f"{self.board.path}: missing key 'transport.machine'")
 
-    def argv(self, image: str, chardev: str = "stdio") -> list[str]:
-        """chardev: where the output goes (QEMU's stdout, or a socket a console reads)."""
+    def argv(self, image: str, chardev: str = "stdio", interactive: bool = False) -> list[str]:
+        """chardev: where the output goes (QEMU's stdout, or a socket a console reads);
+        interactive: the first UART on it too, whatever the board's output, for a test to write."""
         o = self.options
         argv = [self.qemu, "-M", o["machine"], "-display", "none", "-monitor", "none", "-nodefaults"]
         if "cpu" in o:
             argv += ["-cpu", o["cpu"]]
-        if o.get("output", "semihosting") == "uart" or chardev != "stdio":
+        if o.get("output", "semihosting") == "uart" or chardev != "stdio" or interactive:
             # the first UART and semihosting (for the exit status) share one stream
             argv += ["-chardev", f"{chardev},mux=on,id=out0", "-serial", "chardev:out0"]
         else:
@@ -129,6 +131,15 @@ class QemuSystemTransport(_LocalFileTransport):
             proc.close()
             self._proc = None
 
+    def spawn(self, deployed: Deployed | None, args: list[str]) -> Interactive:
+        """The firmware in QEMU, its first UART (and semihosting) on QEMU's stdin and stdout:
+        what the test writes is what the UART receives."""
+        if deployed is None:
+            raise InfrastructureError(
+                f"{self.board.name} is bare metal: it runs its firmware only (device.flash(...)), no command {args!r}"
+            )
+        return ProcessStream(self.argv(deployed.path, "stdio", interactive=True), None, None, QEMU_NOISE, True)
+
     def run(
         self,
         deployed: Deployed,
@@ -145,7 +156,7 @@ class QemuSystemTransport(_LocalFileTransport):
         return end
 
 
-class QemuUserTransport(LocalRunFiles, _LocalFileTransport):
+class QemuUserTransport(LocalRunFiles, LocalScratch, _LocalFileTransport):
     name = "qemu-user"
     default_binary = "qemu-aarch64"
     options = {
@@ -161,6 +172,15 @@ class QemuUserTransport(LocalRunFiles, _LocalFileTransport):
     def open(self) -> None:
         self.qemu = _find(self.options.get("binary", self.default_binary))
 
+    def _emulator(self) -> list[str]:
+        argv = [self.qemu]
+        sysroot = self.options.get("sysroot")
+        if sysroot:
+            argv += ["-L", sysroot]
+        if "cpu" in self.options:
+            argv += ["-cpu", self.options["cpu"]]
+        return argv
+
     def run(
         self,
         deployed: Deployed,
@@ -169,13 +189,12 @@ class QemuUserTransport(LocalRunFiles, _LocalFileTransport):
         on_bytes: OnBytes,
         start: Callable[[], None] | None = None,
     ) -> RunEnd:
-        argv = [self.qemu]
-        sysroot = self.options.get("sysroot")
-        if sysroot:
-            argv += ["-L", sysroot]
-        if "cpu" in self.options:
-            argv += ["-cpu", self.options["cpu"]]
         # a guest signal kills QEMU with the same signal, so SIGSEGV reads as SIGSEGV
         return run_streaming(
-            [*argv, deployed.path, *args], timeout, on_bytes, cwd=Path(deployed.cwd or "."), stop=self.stop
+            [*self._emulator(), deployed.path, *args], timeout, on_bytes, cwd=Path(deployed.cwd or "."), stop=self.stop
         )
+
+    def spawn(self, deployed: Deployed | None, args: list[str]) -> Interactive:
+        """The board's binaries through the emulator; any other command is this machine's own
+        (the emulated device has no programs of its own)."""
+        return self.spawn_local([*self._emulator(), deployed.path, *args] if deployed else args)

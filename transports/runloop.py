@@ -36,6 +36,23 @@ class Stream(Protocol):
         """End the program and everything it started."""
 
 
+class Interactive(Stream, Protocol):
+    """A program a test talks to (a `device.start()` process, a console): a Stream whose
+    input can be written, with its stderr kept apart where the link carries it apart."""
+
+    def write(self, data: bytes) -> None:
+        """Send to the program's input; InfrastructureError when the link is gone."""
+
+    def close_input(self) -> None:
+        """End of input (the program reads EOF)."""
+
+    def errors(self) -> bytes:
+        """Its stderr so far (b"" where stderr comes merged with the output)."""
+
+    def close(self) -> None:
+        """End it (if it still runs) and release the link."""
+
+
 def drive(
     stream: Stream,
     timeout: float,

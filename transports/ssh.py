@@ -304,6 +304,15 @@ class _SshRun(RunStream):
     def kill(self) -> None:  # pragma: no cover - the transport kills by pidfile and token
         self.chan.close()
 
+    def write(self, data: bytes) -> None:
+        try:
+            self.chan.sendall(data)
+        except Exception as e:  # paramiko: SSHException or OSError on a closed channel
+            raise OSError(str(e)) from None
+
+    def close_input(self) -> None:
+        self.chan.shutdown_write()
+
     def errors(self) -> bytes:
         err = b""
         while self.chan.recv_stderr_ready():

@@ -47,9 +47,10 @@ class DeviceLog:
 
     def feed(self, data: bytes) -> None:
         for line in self._splitter.feed(data):
-            self._line(line)
+            self.line(line)
 
-    def _line(self, line: str) -> None:
+    def line(self, line: str) -> None:
+        """One whole line (a caller that splits several streams itself gives them here)."""
         self._keep(line + "\n")
         self._on_line(line)
         if self._live is not None:
@@ -72,7 +73,7 @@ class DeviceLog:
 
     def close(self, end: RunEnd | None = None) -> None:
         for line in self._splitter.close():
-            self._line(line)
+            self.line(line)
         if self.cut_lines:
             self._file.write(
                 f"# pytest-ondevice: {self.cut_lines} lines ({self.cut_bytes} bytes) cut here: the log keeps "

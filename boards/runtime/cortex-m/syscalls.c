@@ -51,7 +51,12 @@ __attribute__((weak)) void *_sbrk(ptrdiff_t incr) {
 
 __attribute__((weak, noreturn)) void _exit(int code) { ondevice_exit(code); }
 __attribute__((weak)) int _close(int fd) { (void)fd; return -1; }
-__attribute__((weak)) int _read(int fd, char *buf, int len) { (void)fd; (void)buf; (void)len; return 0; }
+int ondevice_read(char *buf, size_t len) __attribute__((weak)); /* semihosting.c or a UART's */
+__attribute__((weak)) int _read(int fd, char *buf, int len) {
+  if (fd != 0 || len <= 0 || !ondevice_read) return 0;
+  int n = ondevice_read(buf, (size_t)len);
+  return n < 0 ? 0 : n; /* stdin: getchar() and fgets() read the console */
+}
 __attribute__((weak)) int _lseek(int fd, int off, int whence) { (void)fd; (void)off; (void)whence; return 0; }
 __attribute__((weak)) int _isatty(int fd) { return fd <= 2; }
 __attribute__((weak)) int _fstat(int fd, struct stat *st) {

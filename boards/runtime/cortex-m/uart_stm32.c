@@ -31,6 +31,7 @@
 #define USART_CR1 REG(ONDEVICE_UART_BASE + 0x0C)
 #define SR_TXE (1u << 7)
 #define SR_TC (1u << 6)
+#define SR_RXNE (1u << 5)
 
 static int uart_ready;
 
@@ -40,7 +41,7 @@ static void uart_init(void) {
   REG(0x40010804) = (REG(0x40010804) & ~(0xFu << 4)) | (0xBu << 4); /* GPIOA_CRH: PA9 AF push-pull */
   USART_BRR = (ONDEVICE_UART_CLOCK_HZ + ONDEVICE_UART_BAUD / 2) / ONDEVICE_UART_BAUD;
 #endif
-  USART_CR1 = (1u << 13) | (1u << 3); /* UE | TE */
+  USART_CR1 = (1u << 13) | (1u << 3) | (1u << 2); /* UE | TE | RE */
   uart_ready = 1;
 }
 
@@ -61,4 +62,14 @@ void ondevice_write(const char *data, size_t len) {
 __attribute__((weak)) void ondevice_output_drain(void) {
   for (volatile uint32_t spins = 0; spins < ONDEVICE_UART_DRAIN_SPINS; ++spins) {
   }
+}
+
+/* Input from the same USART (device.console in a scripted test), polled: one byte, blocking. */
+int ondevice_read(char *buf, size_t len) {
+  if (len == 0) return 0;
+  if (!uart_ready) uart_init();
+  while (!(USART_SR & SR_RXNE)) {
+  }
+  buf[0] = (char)USART_DR;
+  return 1;
 }

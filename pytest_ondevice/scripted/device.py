@@ -1,0 +1,273 @@
+"""What a scripted test holds: one leased device of a board and its open transport.
+
+The lease, the transport and the build store are the session's (the same a test binary
+uses); this object adds what a script does with them: build a program for the board,
+deploy or flash it, run commands, talk to programs through pexpect's API, copy files.
+Everything it starts ends when the test does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..build import toolchain
+from ..build.builder import Artifact, BuildError
+from ..config.board import Board, Memory
+from ..farm.fleet import Device as FleetDevice
+from ..transports import Clock, Deployed, InfrastructureError, Transport
+from ..transports.runloop import drive
+from .console import Console, returncode
+from .testlog import TestLog
+
+if TYPE_CHECKING:
+    from ..runner import OnDeviceSession
+
+SOURCE_SUFFIXES = {".c", ".cc", ".cpp", ".cxx", ".S", ".s"}
+OUTPUT_KEPT = 16 << 20  # of one device.run()'s stdout, in memory (the log has it all)
+
+
+class BuildFailed(AssertionError):
+    """A program the test builds did not compile: the test's own code, so a failure."""
+
+
+class Device:
+    """One device of `board`, leased for one test (see the module's docstring)."""
+
+    def __init__(
+        self, session: OnDeviceSession, board: Board, device: FleetDevice, transport: Transport, log: TestLog
+    ) -> None:
+        self.board = board
+        self.name = device.name  # the fleet's name of the device ("pi-3"), the board's own otherwise
+        self.tags = device.tags
+        self._device = device
+        self.log = log
+        self._session = session
+        self._transport = transport
+        self._programs: list[Console] = []
+        self._console: Console | None = None
+        self._firmware: Deployed | None = None
+        self._count = 0
+
+    def __repr__(self) -> str:
+        return f"<Device {self.where}>"
+
+    @property
+    def where(self) -> str:
+        return self.board.name if self.name == self.board.name else f"{self.board.name}@{self.name}"
+
+    # -- what the board file says ------------------------------------------------------------
+    @property
+    def kind(self) -> str:
+        """"linux", "android", "baremetal" or "host": what the board runs."""
+        return self.board.kind
+
+    @property
+    def clock(self) -> Clock:
+        """What timing figures count here ("virtual" under QEMU's icount: exact on every run)."""
+        return self._session.devices.clock_for(self.board, self._device)
+
+    @property
+    def clock_hz(self) -> int | None:
+        return self.board.clock_hz
+
+    @property
+    def memory(self) -> Memory:
+        """The board's flash and RAM sizes and its stack, in bytes (None: not stated)."""
+        return self.board.memory
+
+    # -- programs for the board ---------------------------------------------------------------
+    def build(self, source: str | os.PathLike[str]) -> Artifact:
+        """A C/C++ source built for the board (its toolchain, flags and runtime) through the
+        build store: built once per content, reused while nothing it reads changes."""
+        path = self._source(source)
+        try:
+            return self._session.build_source(self.board, path)
+        except BuildError as e:
+            raise BuildFailed(f"{self.where}: {path} did not build:\n{e}") from None
+        except toolchain.ToolchainError as e:
+            raise InfrastructureError(str(e)) from None
+
+    def deploy(self, program: Artifact | str | os.PathLike[str]) -> Deployed:
+        """The program put on the device (a source is built first): pushed through the device
+        cache, so content the device already holds is not sent again."""
+        artifact = self._artifact(program)
+        deployed = self._transport.deploy(artifact.path, artifact.sha256)
+        how = {True: "pushed", False: "already on the device", None: "in place"}[deployed.pushed]
+        self.log.note(f"deployed {artifact.path.name} ({artifact.sha256[:12]}): {how}")
+        return deployed
+
+    def flash(self, firmware: Artifact | str | os.PathLike[str]) -> Console:
+        """Load a firmware and start it; its console is `device.console` (and the result).
+
+        A Linux board has no firmware to flash: there, deploy() and start() a program."""
+        if self.board.kind != "baremetal":
+            raise InfrastructureError(
+                f"{self.where} runs Linux: deploy() a program and start() or run() it (flash() is for bare metal)"
+            )
+        self._firmware = self.deploy(firmware)
+        return self._boot()
+
+    def reset(self) -> Console:
+        """Start the flashed firmware again from its reset vector (a fresh console)."""
+        if self._firmware is None:
+            raise InfrastructureError(f"{self.where}: reset() before flash(): nothing to restart")
+        return self._boot()
+
+    def _boot(self) -> Console:
+        if self._console is not None:
+            self._end(self._console)
+        assert self._firmware is not None
+        self.log.note(f"started the firmware {Path(self._firmware.path).name}")
+        self._console = self._start(self._firmware, [], "console", timeout=30)
+        return self._console
+
+    @property
+    def console(self) -> Console:
+        """The board's console: the flashed firmware's (bare metal), or a shell (Linux)."""
+        if self._console is None or self._console.closed:
+            if self.board.kind == "baremetal":
+                raise InfrastructureError(
+                    f"{self.where}: the console of a bare-metal board is its firmware's: flash() one first"
+                )
+            self.log.note("opened a shell")
+            self._console = self._start(None, ["sh"], "console", timeout=30)
+        return self._console
+
+    def start(
+        self,
+        args: Sequence[Any],
+        timeout: float = 30,
+        encoding: str | None = "utf-8",
+    ) -> Console:
+        """A program (args[0]: a command on the device, or an artifact/source/local binary,
+        deployed first) that the test talks to: `expect`, `sendline`, `before`, `wait()`."""
+        deployed, rest = self._split(args)
+        shown = _shown(deployed, rest)
+        self.log.note(f"started: {shown}")
+        return self._start(deployed, rest, shown, timeout, encoding)
+
+    def run(
+        self,
+        args: Sequence[Any],
+        timeout: float = 60,
+        input: str | bytes | None = None,
+        check: bool = False,
+        text: bool = True,
+    ) -> subprocess.CompletedProcess:
+        """Run to the end, as subprocess.run() does (returncode, stdout, stderr; -N for a
+        signal; TimeoutExpired with what arrived; check=True raises CalledProcessError)."""
+        deployed, rest = self._split(args)
+        shown = _shown(deployed, rest)
+        self.log.note(f"$ {shown}")
+        label = self._label(shown)
+        feed = self.log.stream(label)
+        out = bytearray()
+
+        def on_bytes(data: bytes) -> None:
+            feed(data)
+            if len(out) < OUTPUT_KEPT:
+                out.extend(data[: OUTPUT_KEPT - len(out)])
+
+        process = self._transport.spawn(deployed, rest)
+        try:
+            if input is not None:
+                process.write(input.encode() if isinstance(input, str) else input)
+            process.close_input()
+            end = drive(process, timeout, on_bytes, self._transport.stop, process.kill)
+        finally:
+            process.close()
+            feed(b"")
+        err = process.errors()
+        if err:
+            self.log.stream(f"{label} stderr")(err + b"\n")
+        stdout, stderr = (out.decode("utf-8", "replace"), err.decode("utf-8", "replace")) if text else (bytes(out), err)
+        if end.timed_out is not None:
+            raise subprocess.TimeoutExpired(shown, timeout, output=stdout, stderr=stderr)
+        code = returncode(end)
+        self.log.note(f"{shown}: {end.abnormal() or f'exit {code}'}")
+        result = subprocess.CompletedProcess(list(map(str, args)), code if code is not None else -1, stdout, stderr)
+        if check:
+            result.check_returncode()
+        return result
+
+    # -- files ---------------------------------------------------------------------------------
+    def push(self, local: str | os.PathLike[str], remote: str | None = None) -> str:
+        """Copy a file to the device (remote relative to the test's working directory there,
+        where run() and start() run); the path it has on the device."""
+        path = Path(local)
+        target = self._transport.push(path, remote or path.name)
+        self.log.note(f"pushed {path} to {target}")
+        return target
+
+    def pull(self, remote: str, local: str | os.PathLike[str]) -> Path:
+        """Copy a file from the device (remote as push() takes it); the local path."""
+        path = Path(local)
+        self._transport.pull(remote, path)
+        self.log.note(f"pulled {remote} to {path}")
+        return path
+
+    # -- the end of the test ------------------------------------------------------------------
+    def close(self) -> None:
+        """Everything the test started ends (however the test ended)."""
+        for program in self._programs:
+            self._end(program)
+        self._programs.clear()
+        self._console = None
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _start(
+        self, deployed: Deployed | None, args: list[str], shown: str, timeout: float, encoding: str | None = "utf-8"
+    ) -> Console:
+        process = self._transport.spawn(deployed, args)
+        label = self._label(shown)
+        console = Console(
+            process, f"{self.where}: {shown}", self.log.stream(label), self._transport.stop, timeout, encoding
+        )
+        self._programs.append(console)
+        return console
+
+    def _end(self, console: Console) -> None:
+        console.close()
+        end = console.end
+        what = end.abnormal() or f"exit {end.exit_code}" if end is not None else "closed"
+        self.log.note(f"{console.what}: {what}")
+
+    def _label(self, shown: str) -> str:
+        self._count += 1
+        word = shown.split(" ", 1)[0].rsplit("/", 1)[-1][:24] or "program"
+        return f"{word}#{self._count}"
+
+    def _split(self, args: Sequence[Any]) -> tuple[Deployed | None, list[str]]:
+        if not args:
+            raise ValueError("an empty command")
+        first, rest = args[0], [str(a) for a in args[1:]]
+        if isinstance(first, (Artifact, Path)):
+            return self.deploy(first), rest
+        return None, [str(first), *rest]
+
+    def _source(self, source: str | os.PathLike[str]) -> Path:
+        path = Path(source)
+        if not path.is_absolute():
+            path = self._session.settings.rootdir / path
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no such source")
+        return path
+
+    def _artifact(self, program: Artifact | str | os.PathLike[str]) -> Artifact:
+        if isinstance(program, Artifact):
+            return program
+        path = self._source(program)
+        if path.suffix in SOURCE_SUFFIXES:
+            return self.build(path)
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()  # a prebuilt image: its content is its name
+        return Artifact(path, digest)
+
+
+def _shown(deployed: Deployed | None, args: list[str]) -> str:
+    return shlex.join([Path(deployed.path).name, *args] if deployed else args)
