@@ -71,7 +71,7 @@ class ProcessStream:
                 raise InfrastructureError(f"cannot execute {argv[0]}: {e.strerror or e}") from None
         assert self.proc.stdout is not None
         self.fd = self.proc.stdout.fileno()
-        self._open = [self.fd] + ([self.proc.stderr.fileno()] if noise and self.proc.stderr else [])
+        self._open = [self.fd] + ([self.proc.stderr.fileno()] if self.proc.stderr else [])
 
     def read(self, wait: float) -> bytes | None:
         if not self._open:

@@ -3,7 +3,8 @@
 xdist's default `load` hands cases out one by one, so two workers would each build,
 deploy and run the same binary for its half of the cases. Here a binary is the unit
 of work (as a module is under `loadscope`), and binaries are spread over the workers,
-each of which leases a device of the board for it.
+each of which leases a device of the board for it. Any other test (a scripted test
+that leases a device itself, a plain Python test) is a unit of its own, as under `load`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ class BinaryScheduling(LoadScopeScheduling):
         path, sep, name = nodeid.partition("::")
         if sep and name.endswith("]") and any(fnmatch.fnmatch(path.rsplit("/", 1)[-1], p) for p in self.patterns):
             return f"{path}::[{name.rsplit('[', 1)[-1]}"  # the file and the board: one binary
-        return nodeid.rsplit("::", 1)[0]  # anything else: by module or class, as loadscope does
+        return nodeid  # anything else (a scripted test holding a device, a Python test): one by one
 
     def _reschedule(self, node) -> None:
         """One binary queued behind the running one, not loadscope's two: a binary holds a

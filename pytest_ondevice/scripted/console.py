@@ -184,7 +184,7 @@ class Console(SpawnBase):
         text = self.before if isinstance(self.before, (str, bytes)) else ""
         if isinstance(text, bytes):
             text = text.decode("utf-8", "replace")
-        if not text:
+        if not text.strip():  # a line end after the last match is not news
             return "nothing arrived since the last match"
         tail = text[-TAIL_SHOWN:]
         cut = f"the last {len(tail)} of {len(text)} characters" if len(text) > len(tail) else "what arrived"

@@ -196,12 +196,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         message = str(excinfo.value)
         item.stash[INFRA] = message
         report.longrepr = f"infrastructure error, not the test's failure: {message}"
-        report.user_properties.append((PROPERTY, message))
+        report.user_properties.append((PROPERTY, message))  # this report's status (see below)
+        item.user_properties.append((PROPERTY, message))  # JUnit's properties come from the item
     log = item.stash.get(LOG, None)
     if log is not None and call.when == "call":
         tail = log.tail()
         if tail:
-            report.sections.append(("Captured stdout call (device log)", f"{tail}\n(the whole log: {log.path})\n"))
+            text = f"{tail}\n(the whole log: {log.path})\n"
+            report.sections.append(("Captured stdout call (device log)", text))  # shown with a failure
+            item.add_report_section("call", "stdout (device log)", text)  # JUnit writes the teardown report's
     return report
 
 

@@ -1,0 +1,315 @@
+"""Scripted device tests on the host board: the `device` fixture's API as a test sees it
+(run, start and expect, build, push and pull), its messages, the board marker, and the
+device log in reports. The same API on QEMU, SSH and the fleet: test_scripted_devices.py."""
+
+from __future__ import annotations
+
+import time
+import xml.etree.ElementTree as ET
+
+import pytest
+from test_fleet import HOST_FLEET, junit_cases
+
+
+def run_tests(project, text: str, *args: str, board: str = "host") -> pytest.RunResult:
+    project.write("test_script.py", text)
+    return project.run("-v", *args, board=board)
+
+
+def outcomes(result) -> dict[str, str]:
+    import re
+
+    found = {}
+    for line in result.outlines:
+        m = re.search(r"::(\w+)\[[\w@-]+\] (PASSED|FAILED|SKIPPED|ERROR)", line)
+        if m:
+            found[m.group(1)] = m.group(2)
+    return found
+
+
+RUN = """
+import signal, subprocess, pytest
+
+def test_output_and_status(device):
+    r = device.run(["sh", "-c", "echo out; echo err >&2; exit 3"])
+    assert (r.returncode, r.stdout, r.stderr) == (3, "out\\n", "err\\n")
+    assert r.args == ["sh", "-c", "echo out; echo err >&2; exit 3"]
+
+def test_input(device):
+    assert device.run(["tr", "a-z", "A-Z"], input="shout\\n").stdout == "SHOUT\\n"
+
+def test_signal_is_minus_its_number(device):
+    assert device.run(["sh", "-c", "kill -SEGV $$"]).returncode == -signal.SIGSEGV
+
+def test_check(device):
+    with pytest.raises(subprocess.CalledProcessError):
+        device.run(["false"], check=True)
+
+def test_timeout(device):
+    with pytest.raises(subprocess.TimeoutExpired) as e:
+        device.run(["sh", "-c", "echo partial; sleep 30"], timeout=0.5)
+    assert e.value.output == "partial\\n"
+
+def test_bytes(device):
+    assert device.run(["printf", "\\\\377"], text=False).stdout == b"\\xff"
+"""
+
+
+def test_run_gives_what_subprocess_run_gives(project):
+    result = run_tests(project, RUN)
+    assert outcomes(result) == dict.fromkeys(
+        ["test_output_and_status", "test_input", "test_signal_is_minus_its_number", "test_check", "test_timeout",
+         "test_bytes"], "PASSED"), result.stdout.str()
+
+
+EXPECT = """
+import pexpect
+
+def test_dialogue(device):
+    p = device.start(["sh", "-c", "echo ready; read x; echo got-$x; read y; exit 4"])
+    p.expect("ready")
+    p.sendline("one")
+    assert p.expect(["nope", r"got-(\\w+)"]) == 1
+    assert p.match.group(1) == "one"
+    p.sendeof()
+    assert p.wait(5) == 4
+
+def test_reply_split_across_reads(device):
+    p = device.start(["sh", "-c", "printf po; sleep 0.3; printf 'ng\\\\n'; sleep 0.3; printf 'done\\\\n'"])
+    p.expect_exact("pong")
+    p.expect("done")
+    assert p.before == "\\n"
+
+def test_eof_and_timeout_as_patterns(device):
+    p = device.start(["sh", "-c", "echo bye"])
+    assert p.expect([pexpect.TIMEOUT, pexpect.EOF], timeout=5) == 1
+    q = device.start(["sleep", "30"])
+    assert q.expect(["never", pexpect.TIMEOUT], timeout=0.2) == 1
+"""
+
+
+def test_start_follows_pexpect(project):
+    result = run_tests(project, EXPECT)
+    assert outcomes(result) == dict.fromkeys(
+        ["test_dialogue", "test_reply_split_across_reads", "test_eof_and_timeout_as_patterns"], "PASSED"
+    ), result.stdout.str()
+
+
+FAILING = """
+import os
+
+def test_times_out(device):
+    p = device.start(["sh", "-c", "echo booting; echo $$ > {pidfile}; sleep 60"])
+    p.expect("booting")
+    p.expect("READY>", timeout=0.5)
+
+def test_program_ends_first(device):
+    p = device.start(["sh", "-c", "echo crashing; exit 139"])
+    p.expect("READY>")
+"""
+
+
+def test_a_failed_expect_says_what_it_waited_for_how_long_and_what_came_and_leaves_nothing_running(project):
+    pidfile = project.path / "pid"
+    result = run_tests(project, FAILING.format(pidfile=pidfile))
+    assert outcomes(result) == {"test_times_out": "FAILED", "test_program_ends_first": "FAILED"}
+    text = result.stdout.str()
+    assert "expected 'READY>' within 0.5s; nothing arrived since the last match" in text, text
+    assert "sh -c 'echo crashing; exit 139': the program exited with code 139 before 'READY>' arrived" in text
+    assert "what arrived since the last match:\nE       crashing" in text, text
+    pid = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid), "the hung program outlived its test"
+    assert "Traceback" not in text and "pexpect/" not in text, text
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+BUILD = """
+def test_built_program(device):
+    artifact = device.build("prog.c")
+    r = device.run([artifact, "there"])
+    assert (r.returncode, r.stdout) == (3, "hi there\\n")
+    again = device.build("prog.c")
+    assert again.sha256 == artifact.sha256
+
+def test_broken_source(device):
+    device.build("broken.c")
+"""
+
+
+def test_build_goes_through_the_store_and_a_broken_source_is_the_tests_failure(project):
+    project.write("prog.c", '#include <stdio.h>\nint main(int c, char **v) { printf("hi %s\\n", v[1]); return 3; }\n')
+    project.write("broken.c", "int main(void) { return missing_symbol; }\n")
+    result = run_tests(project, BUILD)
+    assert outcomes(result) == {"test_built_program": "PASSED", "test_broken_source": "FAILED"}
+    text = result.stdout.str()
+    assert "broken.c did not build" in text and "missing_symbol" in text, text
+
+
+FILES = """
+def test_push_run_pull(device, tmp_path):
+    model = tmp_path / "model.bin"
+    model.write_bytes(bytes(range(256)))
+    where = device.push(model)
+    r = device.run(["sh", "-c", "od -An -tx1 model.bin | wc -w; cp model.bin copy.bin"])
+    assert r.stdout.strip() == "256"
+    out = device.pull("copy.bin", tmp_path / "back.bin")
+    assert out.read_bytes() == model.read_bytes()
+    assert where.endswith("/model.bin")
+
+def test_missing_remote_file(device, tmp_path):
+    import pytest
+    with pytest.raises(FileNotFoundError, match="nope.bin"):
+        device.pull("nope.bin", tmp_path / "x")
+"""
+
+
+def test_push_and_pull_in_the_tests_working_directory(project):
+    result = run_tests(project, FILES)
+    assert outcomes(result) == {"test_push_run_pull": "PASSED", "test_missing_remote_file": "PASSED"}, (
+        result.stdout.str()
+    )
+
+
+MARKERS = """
+import pytest
+
+def test_any(device):
+    pass
+
+@pytest.mark.board("rpi")
+def test_rpi_only(device):
+    pass
+
+@pytest.mark.board(kind="baremetal")
+def test_bare_metal_only(device):
+    pass
+
+@pytest.mark.board(kind=["host", "linux"])
+def test_host_or_linux(device):
+    pass
+
+@pytest.mark.board(tags=["uart"])
+def test_needs_a_uart(device):
+    pass
+"""
+
+
+def test_the_board_marker_skips_with_the_reason(project):
+    result = run_tests(project, MARKERS, "-rs")
+    assert outcomes(result) == {
+        "test_any": "PASSED",
+        "test_rpi_only": "SKIPPED",
+        "test_bare_metal_only": "SKIPPED",
+        "test_host_or_linux": "PASSED",
+        "test_needs_a_uart": "SKIPPED",
+    }, result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "*for boards rpi only (its board marker), not host*",
+            "*for baremetal boards only (its board marker); host is host*",
+            "*needs a device of host tagged uart (board marker), and the fleet has none*",
+        ]
+    )
+
+
+def test_without_a_board_a_scripted_test_is_skipped_saying_how_to_select_one(project):
+    project.write("test_script.py", "def test_x(device):\n    pass\n")
+    result = project.pytester.runpytest("-p", "no:cacheprovider", "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*needs a device: run with --board=NAME (or --fleet=FILE)*"])
+
+
+LOGGED = """
+def test_fails_after_talking(device):
+    device.run(["echo", "first command"])
+    p = device.start(["sh", "-c", "echo from-the-program; read x"])
+    p.expect("from-the-program")
+    assert False, "the test's own assertion"
+"""
+
+
+def test_the_device_log_is_in_the_failure_report_and_in_junit(project):
+    junit = project.path / "junit.xml"
+    result = run_tests(project, LOGGED, f"--junitxml={junit}", "-o", "junit_logging=all")
+    text = result.stdout.str()
+    assert "Captured stdout call (device log)" in text, text
+    assert "# $ echo 'first command'" in text and "echo#1| first command" in text, text
+    assert "sh#2| from-the-program" in text, text
+    case = next(ET.parse(junit).getroot().iter("testcase"))
+    assert "from-the-program" in case.find("system-out").text
+    log = next((project.path / "_build" / "host" / "logs" / "scripted").glob("*fails_after_talking*.log"))
+    assert "sh#2| from-the-program" in log.read_text()
+
+
+INFRA = """
+from pytest_ondevice.transports import InfrastructureError
+
+def test_link_lost(device):
+    device.run(["true"])
+    raise InfrastructureError("the link went (standing for a lost SSH connection)")
+"""
+
+
+def test_an_infrastructure_error_mid_test_is_an_error_naming_it_never_a_failure(project):
+    junit = project.path / "junit.xml"
+    result = run_tests(project, INFRA, f"--junitxml={junit}")
+    result.assert_outcomes(errors=1)
+    text = result.stdout.str()
+    assert "infrastructure error, not the test's failure: the link went" in text, text
+    props = junit_cases(junit)["test_script.test_link_lost[host]"]
+    assert props["ondevice_infrastructure"].startswith("the link went")
+
+
+LEASED = """
+import os, time
+
+def test_first(device):
+    print("ran on", device.name)
+    assert False
+
+def test_second(device):
+    assert device.name
+"""
+
+
+def test_a_failing_test_releases_its_lease_for_the_next(project):
+    project.write("fleet.toml", HOST_FLEET.replace('\n    [device.h2]\n    board = "host"\n    tags = ["rack-b"]\n', ""))
+    project.write("test_script.py", LEASED)
+    result = project.pytester.runpytest("--fleet=fleet.toml", "-p", "no:cacheprovider", "-v", "--lease-timeout=5")
+    assert outcomes(result) == {"test_first": "FAILED", "test_second": "PASSED"}, result.stdout.str()
+
+
+SPREAD = """
+import time, pytest
+
+@pytest.mark.parametrize("n", range(4))
+def test_holds_a_device(device, n, tmp_path_factory):
+    start = time.monotonic()
+    time.sleep(1.0)
+    with open({log!r}, "a") as f:
+        f.write(f"{{device.name}} {{start:.3f}} {{time.monotonic():.3f}}\\n")
+"""
+
+
+def test_n2_spreads_scripted_tests_over_two_devices_one_test_per_device_at_a_time(project):
+    log = project.path / "held.txt"
+    project.write("fleet.toml", HOST_FLEET)
+    project.write("test_script.py", SPREAD.format(log=str(log)))
+    result = project.pytester.runpytest("--fleet=fleet.toml", "-p", "no:cacheprovider", "-n", "2")
+    result.assert_outcomes(passed=4)
+    spans = [(name, float(a), float(b)) for name, a, b in (line.split() for line in log.read_text().splitlines())]
+    assert {name for name, _, _ in spans} == {"h1", "h2"}
+    for name in ("h1", "h2"):  # a device holds one test at a time
+        mine = sorted((a, b) for n, a, b in spans if n == name)
+        assert all(b1 <= a2 for (_, b1), (a2, _) in zip(mine, mine[1:])), spans
+
