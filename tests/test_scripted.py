@@ -313,3 +313,14 @@ def test_n2_spreads_scripted_tests_over_two_devices_one_test_per_device_at_a_tim
         mine = sorted((a, b) for n, a, b in spans if n == name)
         assert all(b1 <= a2 for (_, b1), (a2, _) in zip(mine, mine[1:])), spans
 
+
+
+def test_a_projects_own_device_fixture_or_parameter_is_left_alone(project):
+    project.write("conftest.py", "import pytest\n@pytest.fixture\ndef device():\n    return 'mine'\n")
+    project.write(
+        "test_own.py",
+        "import pytest\n"
+        "def test_fixture(device):\n    assert device == 'mine'\n"
+        "@pytest.mark.parametrize('device', ['a', 'b'])\ndef test_param(device):\n    assert device in 'ab'\n",
+    )
+    project.run().assert_outcomes(passed=3)

@@ -38,7 +38,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """`device`: one test per selected board, skipped (with the reason) where it does not apply."""
-    if "device" not in metafunc.fixturenames:
+    if "device" not in metafunc.fixturenames or not _ours(metafunc):
         return
     config = metafunc.config
     boards = selected_boards(config)
@@ -54,6 +54,16 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         marks = [pytest.mark.skip(reason=why)] if why else []
         params.append(pytest.param(name, marks=marks, id=name))
     metafunc.parametrize("device", params, indirect=True)
+
+
+def _ours(metafunc: pytest.Metafunc) -> bool:
+    """A project's own `device` (a fixture of its conftest, or a parameter) is left alone."""
+    for marker in metafunc.definition.iter_markers("parametrize"):
+        names = marker.args[0] if marker.args else marker.kwargs.get("argnames", ())
+        if "device" in ([n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)):
+            return False
+    defs = getattr(metafunc, "_arg2fixturedefs", {}).get("device")
+    return bool(defs) and getattr(defs[-1].func, "__module__", "") == __name__
 
 
 def _not_for(node: pytest.Item, board_name: str, session: OnDeviceSession | None) -> str | None:
