@@ -4,6 +4,7 @@ device log in reports. The same API on QEMU, SSH and the fleet: test_scripted_de
 
 from __future__ import annotations
 
+import itertools
 import time
 import xml.etree.ElementTree as ET
 
@@ -58,8 +59,16 @@ def test_bytes(device):
 def test_run_gives_what_subprocess_run_gives(project):
     result = run_tests(project, RUN)
     assert outcomes(result) == dict.fromkeys(
-        ["test_output_and_status", "test_input", "test_signal_is_minus_its_number", "test_check", "test_timeout",
-         "test_bytes"], "PASSED"), result.stdout.str()
+        [
+            "test_output_and_status",
+            "test_input",
+            "test_signal_is_minus_its_number",
+            "test_check",
+            "test_timeout",
+            "test_bytes",
+        ],
+        "PASSED",
+    ), result.stdout.str()
 
 
 EXPECT = """
@@ -283,7 +292,8 @@ def test_second(device):
 
 
 def test_a_failing_test_releases_its_lease_for_the_next(project):
-    project.write("fleet.toml", HOST_FLEET.replace('\n    [device.h2]\n    board = "host"\n    tags = ["rack-b"]\n', ""))
+    one_device = HOST_FLEET.replace('\n    [device.h2]\n    board = "host"\n    tags = ["rack-b"]\n', "")
+    project.write("fleet.toml", one_device)
     project.write("test_script.py", LEASED)
     result = project.pytester.runpytest("--fleet=fleet.toml", "-p", "no:cacheprovider", "-v", "--lease-timeout=5")
     assert outcomes(result) == {"test_first": "FAILED", "test_second": "PASSED"}, result.stdout.str()
@@ -311,8 +321,7 @@ def test_n2_spreads_scripted_tests_over_two_devices_one_test_per_device_at_a_tim
     assert {name for name, _, _ in spans} == {"h1", "h2"}
     for name in ("h1", "h2"):  # a device holds one test at a time
         mine = sorted((a, b) for n, a, b in spans if n == name)
-        assert all(b1 <= a2 for (_, b1), (a2, _) in zip(mine, mine[1:])), spans
-
+        assert all(b1 <= a2 for (_, b1), (a2, _) in itertools.pairwise(mine)), spans
 
 
 def test_a_projects_own_device_fixture_or_parameter_is_left_alone(project):

@@ -196,8 +196,10 @@ class AdbTransport(LinuxDevice):
             raise ConnectionLost(f"{self.where}: cannot open a shell: {e}") from None
         return ShellV2(conn, self.where) if self.v2 else ShellV1(conn, self.where, tokens)
 
-    def _run_command(self, deployed: Deployed, args: list[str], pidfile: str, token: str) -> str:
-        command = super()._run_command(deployed, args, pidfile, token)
+    def _run_command(
+        self, deployed: Deployed, args: list[str], pidfile: str, token: str, io: str = "</dev/null 2>&1"
+    ) -> str:
+        command = super()._run_command(deployed, args, pidfile, token, io)
         if self.v2:
             return command
         # without shell_v2 the checks, the binary and the exit status share one stream: the

@@ -16,6 +16,7 @@ import shlex
 import threading
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -227,8 +228,8 @@ class LinuxDevice(Transport):
             self._runs += 1
             pidfile = f"{self.scratch}/.pid-{self._runs}"
         token = secrets.token_hex(8)
-        if deployed is not None:
-            command = self._run_command(deployed, args, pidfile, token, io="")
+        if deployed is not None:  # run where the test's push() puts files: its session dir
+            command = self._run_command(replace(deployed, cwd=None), args, pidfile, token, io="")
         else:
             q = shlex.quote
             words = " ".join(q(w) for w in args)

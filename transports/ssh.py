@@ -36,6 +36,7 @@ from .linuxdevice import DEFAULT_CACHE_ENTRIES, LinuxDevice, RunStream
 CONNECT_TIMEOUT = 10.0
 SFTP_TIMEOUT = 60.0  # a device that stops answering mid-push is an error, not a hang
 READ_SIZE = 65536
+STDERR_KEPT = 1 << 20  # of a program's stderr
 
 
 class SshTransport(LinuxDevice):
@@ -277,13 +278,20 @@ class _SshRun(RunStream):
 
     def __init__(self, chan: Any, transport: Any, where: str) -> None:
         self.chan, self.transport, self.where = chan, transport, where
+        self._err = bytearray()
 
     def read(self, wait: float) -> bytes | None:
+        self._take_errors()  # read as it comes: unread, it would fill the channel's window
         self.chan.settimeout(max(wait, 0.001))
         try:
             return self.chan.recv(READ_SIZE)
         except TimeoutError:
             return None
+
+    def _take_errors(self) -> None:
+        while self.chan.recv_stderr_ready():
+            data = self.chan.recv_stderr(READ_SIZE)
+            self._err += data[: STDERR_KEPT - len(self._err)]
 
     def poll(self) -> RunEnd | None:
         chan = self.chan
@@ -314,10 +322,8 @@ class _SshRun(RunStream):
         self.chan.shutdown_write()
 
     def errors(self) -> bytes:
-        err = b""
-        while self.chan.recv_stderr_ready():
-            err += self.chan.recv_stderr(READ_SIZE)
-        return err
+        self._take_errors()
+        return bytes(self._err)
 
     def close(self) -> None:
         self.chan.close()

@@ -180,10 +180,10 @@ class Device:
                 process.write(input.encode() if isinstance(input, str) else input)
             process.close_input()
             end = drive(process, timeout, on_bytes, self._transport.stop, process.kill)
+            err = process.errors()
         finally:
             process.close()
             feed(b"")
-        err = process.errors()
         if err:
             self.log.stream(f"{label} stderr")(err + b"\n")
         stdout, stderr = (out.decode("utf-8", "replace"), err.decode("utf-8", "replace")) if text else (bytes(out), err)

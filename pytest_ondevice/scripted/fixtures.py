@@ -76,8 +76,9 @@ def _not_for(node: pytest.Item, board_name: str, session: OnDeviceSession | None
         kind = marker.kwargs.get("kind")
         if names and board_name not in names:
             return f"for boards {', '.join(names)} only (its board marker), not {board_name}"
-        if kind and board.kind not in ((kind,) if isinstance(kind, str) else tuple(kind)):
-            return f"for {kind} boards only (its board marker); {board_name} is {board.kind}"
+        kinds = (kind,) if isinstance(kind, str) else tuple(kind or ())
+        if kinds and board.kind not in kinds:
+            return f"for {' or '.join(kinds)} boards only (its board marker); {board_name} is {board.kind}"
         tags = _tags(marker)
         if tags and not _with_tags(session, board_name, tags):
             return f"needs a device of {board_name} tagged {', '.join(tags)} (board marker), and the fleet has none"

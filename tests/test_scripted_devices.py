@@ -1,0 +1,95 @@
+"""Scripted device tests on real peers: the firmware example on QEMU's emulated STM32 UART,
+the CLI example under QEMU user mode, over a real sshd on loopback and through the real
+adb server to the stand-in device; a link lost mid-test is an error, never a failure."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+
+import pytest
+from conftest import EXAMPLES
+from test_adb import device, phone, server  # noqa: F401 - fixtures
+from test_adb import run as adb_run
+from test_scripted import outcomes
+from test_ssh import accounts, board_for_device, pi, sshd  # noqa: F401 - fixtures
+
+pytestmark = pytest.mark.slow
+
+FIRMWARE = ["test_ping", "test_add", "test_unknown_command_is_named", "test_quit_ends_the_firmware_with_its_status"]
+CLI = ["test_version", "test_get_from_a_pushed_file", "test_interactive_session"]
+
+
+def with_examples(project) -> None:
+    shutil.copytree(
+        EXAMPLES / "scripted", project.path / "examples" / "scripted", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    for part in ("gemm", "kernels", "model"):  # what the inference example builds from
+        shutil.copytree(EXAMPLES / part, project.path / "examples" / part, ignore=shutil.ignore_patterns("__pycache__"))
+
+
+def test_the_firmware_example_answers_on_the_emulated_uart(project):
+    with_examples(project)
+    result = project.run("-v", "examples/scripted/firmware", board="bluepill-qemu-uart")
+    assert outcomes(result) == dict.fromkeys(FIRMWARE, "PASSED"), result.stdout.str()
+
+
+def test_a_wrong_reply_from_the_firmware_fails_naming_what_came(project):
+    with_examples(project)
+    source = project.path / "examples/scripted/firmware/console_fw.c"
+    source.write_text(source.read_text().replace('printf("pong\\n")', 'printf("pang\\n")'))
+    result = project.run("-v", "examples/scripted/firmware", "-k", "ping", board="bluepill-qemu-uart")
+    assert outcomes(result) == {"test_ping": "FAILED"}, result.stdout.str()
+    result.stdout.fnmatch_lines(["*expected 'pong\\\\r?\\\\n' within 30s; what arrived since the last match:*"])
+    assert "pang" in result.stdout.str()
+
+
+def test_the_cli_example_under_qemu_user_mode(project):
+    with_examples(project)
+    result = project.run("-v", "examples/scripted/cli", "--device=qemu", board="rpi")
+    assert outcomes(result) == dict.fromkeys(CLI, "PASSED"), result.stdout.str()
+
+
+def test_the_cli_example_over_ssh_pushes_once(pi):  # noqa: F811 - the fixture
+    with_examples(pi)
+    result = pi.run("-v", "examples/scripted/cli", f"--device={pi.sshd.alias}", board=pi.board)
+    assert outcomes(result) == dict.fromkeys(CLI, "PASSED"), result.stdout.str()
+    log = next((pi.path / "_build" / pi.board / "logs" / "scripted").glob("*test_version*.log")).read_text()
+    assert "pushed" in log, log
+    again = pi.run("-v", "examples/scripted/cli", "-k", "version", f"--device={pi.sshd.alias}", board=pi.board)
+    assert outcomes(again) == {"test_version": "PASSED"}
+    log = next((pi.path / "_build" / pi.board / "logs" / "scripted").glob("*test_version*.log")).read_text()
+    assert "already on the device" in log, log
+
+
+SSH_DROP = """
+def test_link_dies_mid_expect(device):
+    p = device.start(["sh", "-c", "echo up; exec sleep 31"])
+    p.expect("up")
+    p.expect("never", timeout=20)
+"""
+
+
+def test_a_link_lost_mid_expect_is_an_error_naming_the_device(pi):  # noqa: F811 - the fixture
+    pi.write("test_drop.py", SSH_DROP)
+
+    def kill_when_started():
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and "sleep 31" not in pi.sshd.ps():
+            time.sleep(0.05)
+        pi.sshd.kill()
+
+    killer = threading.Thread(target=kill_when_started)
+    killer.start()
+    result = pi.run("-v", "test_drop.py", f"--device={pi.sshd.alias}", board=pi.board)
+    killer.join()
+    result.assert_outcomes(errors=1)
+    text = result.stdout.str()
+    assert "infrastructure error, not the test's failure" in text and "connection lost" in text, text
+
+
+def test_the_cli_example_through_adb(phone):  # noqa: F811 - the fixture
+    with_examples(phone)
+    result = adb_run(phone, "-v", "examples/scripted/cli")
+    assert outcomes(result) == dict.fromkeys(CLI, "PASSED"), result.stdout.str()
