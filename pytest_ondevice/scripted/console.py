@@ -155,15 +155,19 @@ class Console(SpawnBase):
     # -- expect, with messages a person can act on -----------------------------------------
     def expect(self, pattern: Any, timeout: float | None = -1, searchwindowsize: int | None = -1, **kw: Any) -> int:
         __tracebackhide__ = True
-        return self._explained(lambda: super(Console, self).expect(pattern, timeout, searchwindowsize, **kw),
-                               pattern, timeout, "")
+        return self._explained(
+            lambda: super(Console, self).expect(pattern, timeout, searchwindowsize, **kw), pattern, timeout, ""
+        )
 
-    def expect_exact(self, pattern_list: Any, timeout: float | None = -1, searchwindowsize: int | None = -1,
-                     **kw: Any) -> int:
+    def expect_exact(
+        self, pattern_list: Any, timeout: float | None = -1, searchwindowsize: int | None = -1, **kw: Any
+    ) -> int:
         __tracebackhide__ = True
         return self._explained(
             lambda: super(Console, self).expect_exact(pattern_list, timeout, searchwindowsize, **kw),
-            pattern_list, timeout, "exact ",
+            pattern_list,
+            timeout,
+            "exact ",
         )
 
     def _explained(self, call: Callable[[], int], pattern: Any, timeout: float | None, kind: str) -> int:
@@ -250,4 +254,3 @@ def _shown(pattern: Any) -> str:
     if isinstance(raw, bytes):
         raw = raw.decode("utf-8", "replace")
     return repr(raw)
-

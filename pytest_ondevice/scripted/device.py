@@ -64,7 +64,7 @@ class Device:
     # -- what the board file says ------------------------------------------------------------
     @property
     def kind(self) -> str:
-        """"linux", "android", "baremetal" or "host": what the board runs."""
+        """What the board runs: "linux", "android", "baremetal" or "host"."""
         return self.board.kind
 
     @property

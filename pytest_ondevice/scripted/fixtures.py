@@ -44,8 +44,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     boards = selected_boards(config)
     if not boards:
         reason = "needs a device: run with --board=NAME (or --fleet=FILE)"
-        metafunc.parametrize("device", [pytest.param(None, marks=pytest.mark.skip(reason=reason))], indirect=True,
-                             ids=["no-board"])
+        metafunc.parametrize(
+            "device", [pytest.param(None, marks=pytest.mark.skip(reason=reason))], indirect=True, ids=["no-board"]
+        )
         return
     session = config.stash.get(SESSION_KEY, None)
     params = []
@@ -168,8 +169,12 @@ def _leased(request: pytest.FixtureRequest, board_name: str, tags: tuple[str, ..
             raise DeviceInfrastructureError(f"{where}: {e}") from None
         settings = session.settings
         name = re.sub(r"[^\w.\-\[\]]+", "_", request.node.nodeid)[-150:] + (f".{nth}" if nth else "")
-        log = TestLog(settings.build_root / board_name / "logs" / "scripted" / f"{name}.log", where,
-                      session.live, settings.log_max)
+        log = TestLog(
+            settings.build_root / board_name / "logs" / "scripted" / f"{name}.log",
+            where,
+            session.live,
+            settings.log_max,
+        )
         if not nth:
             request.node.stash[LOG] = log
         dev = Device(session, board, leased, transport, log)
