@@ -23,8 +23,9 @@ def outcomes(result) -> dict[str, str]:
     found = {}
     for line in result.outlines:
         m = re.search(r"::(\w+)\[[\w@-]+\] (PASSED|FAILED|SKIPPED|ERROR)", line)
-        if m:
-            found[m.group(1)] = m.group(2)
+        if m:  # one outcome per test function: its parametrized items must agree
+            name, outcome = m.groups()
+            found[name] = outcome if found.get(name, outcome) == outcome else "MIXED"
     return found
 
 

@@ -19,6 +19,11 @@ pytestmark = pytest.mark.slow
 
 FIRMWARE = ["test_ping", "test_add", "test_unknown_command_is_named", "test_quit_ends_the_firmware_with_its_status"]
 CLI = ["test_version", "test_get_from_a_pushed_file", "test_interactive_session"]
+LINUX = {
+    **dict.fromkeys(CLI, "PASSED"),
+    "test_top_class_and_latency": "PASSED",
+    "test_a_damaged_model_is_refused": "PASSED",
+}
 
 
 def with_examples(project) -> None:
@@ -45,10 +50,10 @@ def test_a_wrong_reply_from_the_firmware_fails_naming_what_came(project):
     assert "pang" in result.stdout.str()
 
 
-def test_the_cli_example_under_qemu_user_mode(project):
+def test_the_cli_and_inference_examples_under_qemu_user_mode(project):
     with_examples(project)
-    result = project.run("-v", "examples/scripted/cli", "--device=qemu", board="rpi")
-    assert outcomes(result) == dict.fromkeys(CLI, "PASSED"), result.stdout.str()
+    result = project.run("-v", "examples/scripted/cli", "examples/scripted/inference", "--device=qemu", board="rpi")
+    assert outcomes(result) == LINUX, result.stdout.str()
 
 
 def test_the_cli_example_over_ssh_pushes_once(pi):  # noqa: F811 - the fixture
@@ -89,7 +94,7 @@ def test_a_link_lost_mid_expect_is_an_error_naming_the_device(pi):  # noqa: F811
     assert "infrastructure error, not the test's failure" in text and "connection lost" in text, text
 
 
-def test_the_cli_example_through_adb(phone):  # noqa: F811 - the fixture
+def test_the_cli_and_inference_examples_through_adb(phone):  # noqa: F811 - the fixture
     with_examples(phone)
-    result = adb_run(phone, "-v", "examples/scripted/cli")
-    assert outcomes(result) == dict.fromkeys(CLI, "PASSED"), result.stdout.str()
+    result = adb_run(phone, "-v", "examples/scripted/cli", "examples/scripted/inference")
+    assert outcomes(result) == LINUX, result.stdout.str()
