@@ -334,3 +334,9 @@ def test_a_projects_own_device_fixture_or_parameter_is_left_alone(project):
         "@pytest.mark.parametrize('device', ['a', 'b'])\ndef test_param(device):\n    assert device in 'ab'\n",
     )
     project.run().assert_outcomes(passed=3)
+
+
+def test_a_board_marker_naming_a_board_applies_to_boards_that_extend_it(project):
+    project.write("boards/my-host.toml", 'extends = "host"\ndescription = "our CI runner"\n')
+    project.write("test_script.py", "import pytest\n@pytest.mark.board('host')\ndef test_x(device):\n    pass\n")
+    project.run(board="my-host").assert_outcomes(passed=1)

@@ -98,3 +98,23 @@ def test_the_cli_and_inference_examples_through_adb(phone):  # noqa: F811 - the 
     with_examples(phone)
     result = adb_run(phone, "-v", "examples/scripted/cli", "examples/scripted/inference")
     assert outcomes(result) == LINUX, result.stdout.str()
+
+
+def test_the_firmware_example_flashed_over_swd_and_driven_through_a_real_tty(project, monkeypatch):
+    """--board=bluepill-swd --console=uart:/dev/ttyUSB0: pyOCD flashes through the stand-in
+    probe (QEMU's gdbstub), the test talks to the USART through a pty, as to a USB adapter."""
+    pytest.importorskip("pyocd")
+    from support.qemugdb_probe import QemuBoard, register_with_pyocd
+    from test_boards_qemu import RUNTIME
+    from test_swd import STANDIN_BOARD, UART_BOARD
+
+    register_with_pyocd()
+    with_examples(project)
+    with QemuBoard("stm32vldiscovery", uart="pty") as board:
+        monkeypatch.setenv("ONDEVICE_QEMUGDB_PROBES", board.probe_address)
+        project.write("boards/bluepill-swd-qemu.toml", STANDIN_BOARD)
+        project.write("boards/bluepill-swd-usart.toml", UART_BOARD.replace("RUNTIME", str(RUNTIME)))
+        result = project.run(
+            "-v", "examples/scripted/firmware", f"--console=uart:{board.uart_tty}@115200", board="bluepill-swd-usart"
+        )
+    assert outcomes(result) == dict.fromkeys(FIRMWARE, "PASSED"), result.stdout.str()

@@ -173,6 +173,11 @@ class Transport(ABC):
         has no such thing). Its output is the caller's to read; close() ends it."""
         raise InfrastructureError(f"the {self.name} transport cannot start a program for a scripted test")
 
+    def listen(self, start: Callable[[], None], stop: Callable[[], None]) -> Interactive:
+        """For a console that only listens (a UART): the program another transport starts
+        (start(), once the console listens; stop() ends it), as spawn() gives one."""
+        raise InfrastructureError(f"the {self.name} console cannot listen to a program another transport starts")
+
     def push(self, local: Path, remote: str) -> str:
         """Copy a file to the device (remote: relative to the session's working directory,
         where spawn() runs); the path it has there."""
@@ -233,6 +238,13 @@ class Combined(Transport):
             return self.console.run(deployed, args, timeout, on_bytes, start or (lambda: self.loader.start(deployed)))
         finally:
             self.loader.stop_program()
+
+    def spawn(self, deployed: Deployed | None, args: list[str]) -> Interactive:
+        if deployed is None:
+            raise InfrastructureError(
+                f"{self.board.name} runs its firmware only (device.flash(...)), no command {args!r}"
+            )
+        return self.console.listen(lambda: self.loader.start(deployed), self.loader.stop_program)
 
     def reopen(self) -> None:
         self.loader.reopen()

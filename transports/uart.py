@@ -100,6 +100,16 @@ class UartTransport(Transport):
     ) -> RunEnd:
         if start is None:
             raise InfrastructureError("the uart console cannot start a program: name a loader in [transport]")
+        port = self._listening(start)
+        resync = _Resync(on_bytes)
+        try:
+            return drive(_SerialStream(port, self.url), timeout, resync, self.stop)
+        finally:
+            resync.flush()
+            port.close()
+
+    def _listening(self, start: Callable[[], None]) -> Any:
+        """The port open, and the target started once it is (nothing it prints is lost)."""
         port = None
         if not self.serves_itself:
             port = self._open(deadline=time.monotonic() + float(self.options["open_timeout"]))
@@ -109,12 +119,15 @@ class UartTransport(Transport):
         start()  # reset or launch the target now that the port listens
         if port is None:
             port = self._open(deadline=time.monotonic() + float(self.options["open_timeout"]))
-        resync = _Resync(on_bytes)
+        return port
+
+    def listen(self, start: Callable[[], None], stop: Callable[[], None]) -> _SerialProcess:
         try:
-            return drive(_SerialStream(port, self.url), timeout, resync, self.stop)
-        finally:
-            resync.flush()
-            port.close()
+            port = self._listening(start)
+        except BaseException:
+            stop()
+            raise
+        return _SerialProcess(port, self.url, stop)
 
     def _open(self, deadline: float) -> Any:
         import serial
@@ -190,6 +203,39 @@ class _SerialStream:
 
     def kill(self) -> None:
         """The loader stops the target (Combined.run); the port itself has nothing to kill."""
+
+
+class _SerialProcess(_SerialStream):
+    """The port as a scripted test talks to it: what it writes goes to the target's RX."""
+
+    def __init__(self, port: Any, url: str, stop: Callable[[], None]) -> None:
+        super().__init__(port, url)
+        self._stop = stop
+
+    def write(self, data: bytes) -> None:
+        import serial
+
+        try:
+            self.port.write(data)
+            self.port.flush()
+        except (serial.SerialException, OSError) as e:
+            raise InfrastructureError(f"the UART {self.url} failed while writing: {e}") from None
+
+    def close_input(self) -> None:
+        """A UART has no end of input: the target reads on."""
+
+    def errors(self) -> bytes:
+        return b""
+
+    def kill(self) -> None:
+        self._stop()
+
+    def close(self) -> None:
+        try:
+            self._stop()
+        finally:
+            with contextlib.suppress(Exception):
+                self.port.close()
 
 
 class _Resync:

@@ -172,6 +172,16 @@ class BoardRegistry:
             self._cache[name] = _build(name, path, data)
         return self._cache[name]
 
+    def lineage(self, name: str) -> list[str]:
+        """The board and the boards it extends, nearest first (a test marked for `bluepill`
+        applies to a project's board that extends it)."""
+        found = [name]
+        parent = self._raw(name)[0].get("extends")
+        while parent and parent not in found:
+            found.append(parent)
+            parent = self._raw(parent)[0].get("extends")
+        return found
+
     def _raw(self, name: str) -> tuple[dict[str, Any], Path]:
         files = self.files()
         if name not in files:

@@ -75,7 +75,7 @@ def _not_for(node: pytest.Item, board_name: str, session: OnDeviceSession | None
     for marker in node.iter_markers("board"):
         names = marker.args
         kind = marker.kwargs.get("kind")
-        if names and board_name not in names:
+        if names and not set(names) & set(session.registry.lineage(board_name)):
             return f"for boards {', '.join(names)} only (its board marker), not {board_name}"
         kinds = (kind,) if isinstance(kind, str) else tuple(kind or ())
         if kinds and board.kind not in kinds:
