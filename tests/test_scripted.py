@@ -340,3 +340,32 @@ def test_a_board_marker_naming_a_board_applies_to_boards_that_extend_it(project)
     project.write("boards/my-host.toml", 'extends = "host"\ndescription = "our CI runner"\n')
     project.write("test_script.py", "import pytest\n@pytest.mark.board('host')\ndef test_x(device):\n    pass\n")
     project.run(board="my-host").assert_outcomes(passed=1)
+
+
+HISTORY = """
+from pytest_ondevice.transports import InfrastructureError
+
+def test_passes(device):
+    assert device.run(["true"]).returncode == 0
+
+def test_fails(device):
+    assert device.run(["false"]).returncode == 0
+
+def test_device_lost(device):
+    raise InfrastructureError("the link went")
+"""
+
+
+def test_history_records_scripted_tests_with_board_device_and_outcome(project):
+    import sqlite3
+
+    project.write("test_script.py", HISTORY)
+    project.run("--history=history.db")
+    rows = sqlite3.connect(project.path / "history.db").execute(
+        "SELECT case_name, board, device, outcome FROM results ORDER BY case_name"
+    )
+    assert [tuple(r) for r in rows] == [
+        ("test_device_lost", "host", "host", "error"),
+        ("test_fails", "host", "host", "failed"),
+        ("test_passes", "host", "host", "passed"),
+    ]

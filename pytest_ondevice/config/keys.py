@@ -44,3 +44,6 @@ def fleet_path(config: pytest.Config):
     """--fleet, relative to where pytest was started."""
     value = config.getoption("fleet", None)
     return config.invocation_params.dir / value if value else None
+
+# the user property of a scripted test whose device failed it (an error, not a failure)
+INFRASTRUCTURE_PROPERTY = "ondevice_infrastructure"

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from ..config.keys import INFRASTRUCTURE_PROPERTY
+
 SCHEMA_VERSION = 2
 BUSY_TIMEOUT = 60.0  # seconds another run may hold the write lock before we give up
 MESSAGE_MAX = 500  # characters of a failure's text kept per result
@@ -426,8 +428,8 @@ class _Test:
     def outcome(self) -> str:
         if self.phases.get("setup") == "failed" or self.phases.get("collect") == "failed":
             return "error"
-        if self.phases.get("call") == "failed":
-            return "failed"
+        if self.phases.get("call") == "failed":  # a scripted test's lost device: an error, as the terminal says
+            return "error" if INFRASTRUCTURE_PROPERTY in self.props else "failed"
         if self.phases.get("teardown") == "failed":
             return "error"
         if "skipped" in self.phases.values():

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..config.keys import SESSION_KEY, selected_boards
+from ..config.keys import INFRASTRUCTURE_PROPERTY, SESSION_KEY, selected_boards
 
 if TYPE_CHECKING:
     from ..runner import OnDeviceSession
@@ -29,7 +29,7 @@ MARKER = (
 )
 INFRA = pytest.StashKey[str]()  # an item's infrastructure error, for its fixture's teardown
 LOG = pytest.StashKey[Any]()  # an item's TestLog, for its report
-PROPERTY = "ondevice_infrastructure"
+PROPERTY = INFRASTRUCTURE_PROPERTY
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -178,6 +178,8 @@ def _leased(request: pytest.FixtureRequest, board_name: str, tags: tuple[str, ..
         if not nth:
             request.node.stash[LOG] = log
         dev = Device(session, board, leased, transport, log)
+        if not nth:  # what JUnit and --history say of the test: where it ran
+            request.node.user_properties.extend([("board", board_name), ("device", leased.name)])
         _open_devices(request.config).add(dev)
         try:
             yield dev
