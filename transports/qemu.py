@@ -118,7 +118,8 @@ class QemuSystemTransport(_LocalFileTransport):
                 f"QEMU can serve its UART to a console only on a TCP socket: --console=uart:socket://127.0.0.1:PORT "
                 f"(not {getattr(console, 'url', None) or 'this console'})"
             )
-        self._chardev = f"socket,host={address[0]},port={address[1]},server=on,wait=on"
+        # nodelay: a one-byte reply is sent at once, not held ~40 ms for a delayed ACK (Nagle)
+        self._chardev = f"socket,host={address[0]},port={address[1]},server=on,wait=on,nodelay=on"
 
     def start(self, deployed: Deployed) -> None:
         """QEMU in the background, waiting for the console to connect before the CPU starts;
