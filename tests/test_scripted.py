@@ -369,3 +369,39 @@ def test_history_records_scripted_tests_with_board_device_and_outcome(project):
         ("test_fails", "host", "host", "failed"),
         ("test_passes", "host", "host", "passed"),
     ]
+
+
+CTRL_C = """
+def test_waits(device):
+    p = device.start(["sh", "-c", "echo waiting; sleep 120; : {tag}"])
+    p.expect("waiting")
+    p.expect("never", timeout=120)
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_ctrl_c_mid_expect_ends_the_program_and_releases_the_lease(project, sig):
+    from test_interrupts import Run, _ours, _poll
+
+    project.write(
+        "fleet.toml", HOST_FLEET.replace('\n    [device.h2]\n    board = "host"\n    tags = ["rack-b"]\n', "")
+    )
+    project.write("test_script.py", CTRL_C.format(tag=project.path))
+    run = Run(project, "host", "--fleet=fleet.toml", "test_script.py", files=0)
+    started = _poll(lambda: any("sleep 120" in c for c in _ours(project.path).values()), 60)
+    assert started, run.output()
+    took = run.stop(sig)
+    run.assert_clean_stop(took)
+    again = project.pytester.runpytest(
+        "--fleet=fleet.toml", "-p", "no:cacheprovider", "--lease-timeout=2", "-k", "nothing", "test_script.py"
+    )
+    lease = project.path / "leases" / "h1.0.lock"
+    import fcntl
+    import os
+
+    fd = os.open(lease, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free: nobody holds it any more
+    finally:
+        os.close(fd)
+    assert again.ret in (0, 5)
