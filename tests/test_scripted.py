@@ -11,6 +11,8 @@ import xml.etree.ElementTree as ET
 import pytest
 from test_fleet import HOST_FLEET, junit_cases
 
+ONE_DEVICE = HOST_FLEET.replace('\n    [device.h2]\n    board = "host"\n    tags = ["rack-b"]\n', "")
+
 
 def run_tests(project, text: str, *args: str, board: str = "host") -> pytest.RunResult:
     project.write("test_script.py", text)
@@ -293,8 +295,7 @@ def test_second(device):
 
 
 def test_a_failing_test_releases_its_lease_for_the_next(project):
-    one_device = HOST_FLEET.replace('\n    [device.h2]\n    board = "host"\n    tags = ["rack-b"]\n', "")
-    project.write("fleet.toml", one_device)
+    project.write("fleet.toml", ONE_DEVICE)
     project.write("test_script.py", LEASED)
     result = project.pytester.runpytest("--fleet=fleet.toml", "-p", "no:cacheprovider", "-v", "--lease-timeout=5")
     assert outcomes(result) == {"test_first": "FAILED", "test_second": "PASSED"}, result.stdout.str()
