@@ -406,3 +406,19 @@ def test_ctrl_c_mid_expect_ends_the_program_and_releases_the_lease(project, sig)
     finally:
         os.close(fd)
     assert again.ret in (0, 5)
+
+
+FACTORY = """
+def test_two_devices(device_factory):
+    first = device_factory(tags=["rack-a"])
+    second = device_factory("host")  # the other one: the first is held
+    assert (first.name, second.name) == ("h1", "h2")
+    assert first.run(["echo", "one"]).stdout == "one\\n"
+"""
+
+
+def test_device_factory_leases_one_more_device_each_time_and_by_tag(project):
+    project.write("fleet.toml", HOST_FLEET)
+    project.write("test_script.py", FACTORY)
+    result = project.pytester.runpytest("--fleet=fleet.toml", "-p", "no:cacheprovider", "--lease-timeout=5")
+    result.assert_outcomes(passed=1)
