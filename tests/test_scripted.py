@@ -92,6 +92,11 @@ def test_reply_split_across_reads(device):
     p.expect("done")
     assert p.before == "\\n"
 
+def test_the_console_is_a_shell(device):
+    device.console.sendline("echo $((6 * 7))")
+    device.console.expect(r"(\\d+)\\r?\\n")
+    assert device.console.match.group(1) == "42"
+
 def test_eof_and_timeout_as_patterns(device):
     p = device.start(["sh", "-c", "echo bye"])
     assert p.expect([pexpect.TIMEOUT, pexpect.EOF], timeout=5) == 1
@@ -103,7 +108,13 @@ def test_eof_and_timeout_as_patterns(device):
 def test_start_follows_pexpect(project):
     result = run_tests(project, EXPECT)
     assert outcomes(result) == dict.fromkeys(
-        ["test_dialogue", "test_reply_split_across_reads", "test_eof_and_timeout_as_patterns"], "PASSED"
+        [
+            "test_dialogue",
+            "test_reply_split_across_reads",
+            "test_the_console_is_a_shell",
+            "test_eof_and_timeout_as_patterns",
+        ],
+        "PASSED",
     ), result.stdout.str()
 
 

@@ -17,7 +17,13 @@ from test_ssh import accounts, board_for_device, pi, sshd  # noqa: F401 - fixtur
 
 pytestmark = pytest.mark.slow
 
-FIRMWARE = ["test_ping", "test_add", "test_unknown_command_is_named", "test_quit_ends_the_firmware_with_its_status"]
+FIRMWARE = [
+    "test_ping",
+    "test_add",
+    "test_unknown_command_is_named",
+    "test_quit_ends_the_firmware_with_its_status",
+    "test_reset_starts_the_firmware_again",
+]
 CLI = ["test_version", "test_get_from_a_pushed_file", "test_interactive_session"]
 LINUX = {
     **dict.fromkeys(CLI, "PASSED"),

@@ -52,6 +52,7 @@ class Console(SpawnBase):
         super().__init__(timeout=timeout, maxread=65536, encoding=encoding, codec_errors="replace")
         self.linesep = linesep if encoding else linesep.encode()
         self.delayafterread = None  # the reader blocks on the queue: no polling to slow down
+        self.closed = False  # (SpawnBase starts closed: a spawn opens itself)
         self._process = process
         self._on_bytes = on_bytes
         self._stop = stop

@@ -37,3 +37,10 @@ def test_unknown_command_is_named(console):
 def test_quit_ends_the_firmware_with_its_status(console):
     command(console, "quit", "bye")
     assert console.wait(10) == 7
+
+
+def test_reset_starts_the_firmware_again(device, console):
+    command(console, "add 1 1", r"= (\d+)")
+    again = device.reset()
+    again.expect("console firmware v1 ready", timeout=10)
+    command(again, "ping", "pong")
