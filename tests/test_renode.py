@@ -363,3 +363,31 @@ def test_renode_serves_a_console_only_on_a_local_socket(project, renode):
     result = project.run("--console=uart:/dev/ttyUSB7@115200", "examples", board="bluepill-renode")
     result.assert_outcomes(errors=8)
     result.stdout.fnmatch_lines(["*Renode can serve its UART to a console only on a local TCP socket*"])
+
+
+RENODE_SCRIPT = """
+import pytest
+
+def test_banner_and_exit(device):
+    console = device.flash("fw.c")
+    console.expect("booted on renode")
+    console.expect(r"answer (\\d+)\\r?\\n")
+    assert console.match.group(1) == "42"
+    assert console.wait(30) == 3
+    again = device.reset()
+    again.expect("booted on renode")
+    assert again.wait(30) == 3
+"""
+
+
+def test_a_scripted_test_flashes_a_firmware_and_reads_its_console(project, renode):
+    """Output and the end on Renode's terminal, through the device fixture. What the test
+    writes goes to the terminal's UART; the stand-in's semihosting UART takes no input,
+    so only a real Renode can show a reply (docs/scripted.md)."""
+    project.write(
+        "fw.c", '#include <stdio.h>\nint main(void) { printf("booted on renode\\nanswer 42\\n"); return 3; }\n'
+    )
+    project.write("test_fw.py", RENODE_SCRIPT)
+    result = project.run("-v", "test_fw.py", board="bluepill-renode")
+    result.assert_outcomes(passed=1)
+    renode.assert_started_once()

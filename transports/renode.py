@@ -215,6 +215,23 @@ class RenodeTransport(Transport):
             raise InfrastructureError(f"{e}") from None
         return end
 
+    def spawn(self, deployed: Deployed | None, args: list[str]) -> _Console:
+        """A firmware a scripted test talks to: loaded on the reset machine and started, its
+        UART on our socket terminal both ways (what the test writes, Renode hands to the
+        connected UART's receiver). Not bounded in virtual time: the test's expects are."""
+        if deployed is None:
+            raise InfrastructureError(
+                f"{self.board.name} runs its firmware only (device.flash(...)), no command {args!r}"
+            )
+        if self.terminal is None:
+            raise InfrastructureError("Renode's UART is served to another console here (--console): use that one")
+        self._virtual = 0.0
+        try:
+            self.start(deployed)
+        except MonitorError as e:
+            raise InfrastructureError(f"{e}") from None
+        return _Console(self)
+
     def _instruction_budget(self, seconds: float) -> int:
         """The virtual-time budget in instructions (board clock, one instruction per cycle)."""
         hz = self.board.clock_hz
@@ -339,6 +356,28 @@ class _Terminal:
         """A hang: frozen until the next binary resets the machine."""
         with contextlib.suppress(InfrastructureError):
             self.t._command("pause")
+
+
+class _Console(_Terminal):
+    """The terminal as a scripted test talks to it."""
+
+    def __init__(self, transport: RenodeTransport) -> None:
+        super().__init__(transport, 0.0)
+
+    def write(self, data: bytes) -> None:
+        try:
+            self.sock.sendall(data)
+        except OSError as e:
+            raise InfrastructureError(f"Renode's terminal failed while writing: {e}") from None
+
+    def close_input(self) -> None:
+        """A UART has no end of input."""
+
+    def errors(self) -> bytes:
+        return b""
+
+    def close(self) -> None:
+        self.kill()  # paused until the next program resets the machine
 
 
 def _renode_path(path: str, board: Any) -> str:
