@@ -211,7 +211,7 @@ def main() -> None:
         print(f"round trip (send 'ping' -> 'pong' -> prompt), median of {args.repeats} x {args.round_trips}:")
         print(f"  pytest-ondevice  {a * 1e3:7.2f} ms   (repeats: {', '.join(f'{x * 1e3:.2f}' for x in mine)})")
         print(f"  pytest-embedded  {b * 1e3:7.2f} ms   (repeats: {', '.join(f'{x * 1e3:.2f}' for x in other)})")
-        print(f"  ratio ours/theirs: {a / b:.2f} (target <= 1.00)")
+        print(f"  ratio ours/theirs: {a / b:.4f} (target <= 1.00)")
     finally:
         shutil.rmtree(project, ignore_errors=True)
 
