@@ -355,6 +355,7 @@ def test_a_board_marker_naming_a_board_applies_to_boards_that_extend_it(project)
 
 
 HISTORY = """
+import pytest
 from pytest_ondevice.transports import InfrastructureError
 
 def test_passes(device):
@@ -365,6 +366,10 @@ def test_fails(device):
 
 def test_device_lost(device):
     raise InfrastructureError("the link went")
+
+@pytest.mark.board(kind="baremetal")
+def test_not_here(device):
+    pass
 """
 
 
@@ -379,6 +384,7 @@ def test_history_records_scripted_tests_with_board_device_and_outcome(project):
     assert [tuple(r) for r in rows] == [
         ("test_device_lost", "host", "host", "error"),
         ("test_fails", "host", "host", "failed"),
+        ("test_not_here", "host", None, "skipped"),
         ("test_passes", "host", "host", "passed"),
     ]
 

@@ -179,7 +179,8 @@ def _leased(request: pytest.FixtureRequest, board_name: str, tags: tuple[str, ..
             request.node.stash[LOG] = log
         dev = Device(session, board, leased, transport, log)
         if not nth:  # what JUnit and --history say of the test: where it ran
-            request.node.user_properties.extend([("board", board_name), ("device", leased.name)])
+            props = request.node.user_properties
+            props[:] = [(k, v) for k, v in props if k != "board"] + [("board", board_name), ("device", leased.name)]
         _open_devices(request.config).add(dev)
         try:
             yield dev
@@ -209,6 +210,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         return report
     from ..transports import InfrastructureError
 
+    board = getattr(getattr(item, "callspec", None), "params", {}).get("device")
+    if call.when == "setup" and board and not any(name == "board" for name, _ in item.user_properties):
+        item.user_properties.append(("board", board))  # a skipped test too: the history files it by board
     excinfo = call.excinfo
     if excinfo is not None and isinstance(excinfo.value, InfrastructureError) and call.when == "call":
         message = str(excinfo.value)
