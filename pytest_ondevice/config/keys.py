@@ -45,5 +45,6 @@ def fleet_path(config: pytest.Config):
     value = config.getoption("fleet", None)
     return config.invocation_params.dir / value if value else None
 
+
 # the user property of a scripted test whose device failed it (an error, not a failure)
 INFRASTRUCTURE_PROPERTY = "ondevice_infrastructure"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pack_model import pack  # noqa: E402
+from pack_model import pack
 
 pytestmark = pytest.mark.board(kind=["linux", "android", "host"])
 
