@@ -439,3 +439,32 @@ def test_device_factory_leases_one_more_device_each_time_and_by_tag(project):
     project.write("test_script.py", FACTORY)
     result = project.pytester.runpytest("--fleet=fleet.toml", "-p", "no:cacheprovider", "--lease-timeout=5")
     result.assert_outcomes(passed=1)
+
+
+def test_a_program_whose_start_an_interrupt_cut_short_ends_with_the_transport(monkeypatch):
+    """Ctrl-C inside Popen(), after the fork: we never learn the pid, and the program is
+    still ended when the session closes its transport (it carries the session's tag)."""
+    import subprocess
+    import types
+
+    from pytest_ondevice.transports.local import LocalTransport
+
+    transport = LocalTransport(types.SimpleNamespace(name="host"), None, {})
+    started: list[int] = []
+    real = subprocess.Popen._execute_child
+
+    def cut_short(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        started.append(self.pid)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", cut_short)
+    with pytest.raises(KeyboardInterrupt):
+        transport.spawn(None, ["sleep", "60"])
+    monkeypatch.undo()
+    assert _alive(started[0])
+    transport.close()
+    deadline = time.monotonic() + 5
+    while _alive(started[0]) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not _alive(started[0]), "the program outlived its session"

@@ -204,7 +204,44 @@ class LocalRunFiles:
         return data
 
 
-class LocalScratch:
+SPAWN_TAG = "ONDEVICE_LOCAL_SESSION"
+
+
+class LocalSpawns:
+    """Programs a scripted test starts on this machine, each tagged in its environment with
+    the transport's session token: end_spawned() ends every process carrying it, one whose
+    Popen() a Ctrl-C interrupted before we knew its pid, and what it started, included."""
+
+    _tag: str | None = None
+
+    def spawn_local(
+        self, argv: list[str], cwd: Path | None, noise: re.Pattern[bytes] | None = None, interactive: bool = True
+    ) -> ProcessStream:
+        if self._tag is None:
+            self._tag = f"{os.getpid()}-{id(self):x}-{time.monotonic_ns()}"
+        env = {**os.environ, SPAWN_TAG: self._tag}
+        return ProcessStream(argv, cwd, env, noise, interactive)
+
+    def end_spawned(self) -> None:
+        if self._tag is not None:
+            kill_tagged(f"{SPAWN_TAG}={self._tag}".encode())
+
+
+def kill_tagged(entry: bytes) -> None:
+    """SIGKILL every process whose environment holds entry (NAME=VALUE)."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if entry not in f.read().split(b"\0"):
+                    continue
+            os.kill(int(pid), signal.SIGKILL)
+        except (OSError, ValueError):
+            continue  # gone meanwhile, or not ours to read
+
+
+class LocalScratch(LocalSpawns):
     """spawn()/push()/pull() for a transport whose programs run on this machine: a private
     working directory per session, removed at close (with the transport's RunDirs)."""
 
@@ -235,5 +272,5 @@ class LocalScratch:
             raise FileNotFoundError(f"{source}: no such file on the device")
         shutil.copyfile(source, local)
 
-    def spawn_local(self, argv: list[str]) -> ProcessStream:
-        return ProcessStream(argv, self.scratch(), None, interactive=True)
+    def spawn_here(self, argv: list[str]) -> ProcessStream:
+        return self.spawn_local(argv, self.scratch())

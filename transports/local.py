@@ -23,6 +23,7 @@ class LocalTransport(LocalRunFiles, LocalScratch, Transport):
         return Deployed(str(artifact), sha256, pushed=None, cwd=str(self._run_dirs.make(data)))
 
     def close(self) -> None:
+        self.end_spawned()
         self._run_dirs.close()
 
     def run(
@@ -36,4 +37,4 @@ class LocalTransport(LocalRunFiles, LocalScratch, Transport):
         return run_streaming([deployed.path, *args], timeout, on_bytes, cwd=Path(deployed.cwd or "."), stop=self.stop)
 
     def spawn(self, deployed: Deployed | None, args: list[str]) -> Interactive:
-        return self.spawn_local([deployed.path, *args] if deployed else args)
+        return self.spawn_here([deployed.path, *args] if deployed else args)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from . import Option, Transport
-from ._proc import LocalRunFiles, LocalScratch, ProcessStream, RunDirs, run_streaming
+from ._proc import LocalRunFiles, LocalScratch, LocalSpawns, RunDirs, run_streaming
 from .contract import Clock, Deployed, InfrastructureError, OnBytes, RunEnd
 from .runloop import Interactive
 
@@ -36,7 +36,7 @@ def _find(binary: str) -> str:
     return path
 
 
-class _LocalFileTransport(Transport):
+class _LocalFileTransport(LocalSpawns, Transport):
     """The emulator reads the artifact where the build left it: deploy is a no-op."""
 
     default_binary = ""
@@ -60,6 +60,7 @@ class _LocalFileTransport(Transport):
         return Deployed(str(artifact), sha256, pushed=None, cwd=str(self._run_dirs.make(data)))
 
     def close(self) -> None:
+        self.end_spawned()
         self._run_dirs.close()
 
 
@@ -124,7 +125,7 @@ class QemuSystemTransport(_LocalFileTransport):
     def start(self, deployed: Deployed) -> None:
         """QEMU in the background, waiting for the console to connect before the CPU starts;
         its first UART and semihosting output both go there (a board may print either way)."""
-        self._proc = ProcessStream(self.argv(deployed.path, self._chardev), None, None)
+        self._proc = self.spawn_local(self.argv(deployed.path, self._chardev), None, interactive=False)
 
     def stop_program(self) -> None:
         proc = getattr(self, "_proc", None)
@@ -139,7 +140,7 @@ class QemuSystemTransport(_LocalFileTransport):
             raise InfrastructureError(
                 f"{self.board.name} is bare metal: it runs its firmware only (device.flash(...)), no command {args!r}"
             )
-        return ProcessStream(self.argv(deployed.path, "stdio", interactive=True), None, None, QEMU_NOISE, True)
+        return self.spawn_local(self.argv(deployed.path, "stdio", interactive=True), None, QEMU_NOISE)
 
     def run(
         self,
@@ -198,4 +199,4 @@ class QemuUserTransport(LocalRunFiles, LocalScratch, _LocalFileTransport):
     def spawn(self, deployed: Deployed | None, args: list[str]) -> Interactive:
         """The board's binaries through the emulator; any other command is this machine's own
         (the emulated device has no programs of its own)."""
-        return self.spawn_local([*self._emulator(), deployed.path, *args] if deployed else args)
+        return self.spawn_here([*self._emulator(), deployed.path, *args] if deployed else args)

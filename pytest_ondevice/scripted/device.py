@@ -40,12 +40,19 @@ class Device:
     """One device of `board`, leased for one test (see the module's docstring)."""
 
     def __init__(
-        self, session: OnDeviceSession, board: Board, device: FleetDevice, transport: Transport, log: TestLog
+        self,
+        session: OnDeviceSession,
+        board: Board,
+        device: FleetDevice,
+        transport: Transport,
+        log: TestLog,
+        here: Path | None = None,
     ) -> None:
         self.board = board
         self.name = device.name  # the fleet's name of the device ("pi-3"), the board's own otherwise
         self.tags = device.tags
         self._device = device
+        self._here = here or session.settings.rootdir  # the test file's directory
         self.log = log
         self._session = session
         self._transport = transport
@@ -252,12 +259,13 @@ class Device:
         return None, [str(first), *rest]
 
     def _source(self, source: str | os.PathLike[str]) -> Path:
+        """A relative path is the test file's neighbour, else the project's (the rootdir's)."""
         path = Path(source)
-        if not path.is_absolute():
-            path = self._session.settings.rootdir / path
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: no such source")
-        return path
+        places = [path] if path.is_absolute() else [self._here / path, self._session.settings.rootdir / path]
+        for place in places:
+            if place.is_file():
+                return place
+        raise FileNotFoundError(f"{source}: no such file ({' nor '.join(map(str, dict.fromkeys(places)))})")
 
     def _artifact(self, program: Artifact | str | os.PathLike[str]) -> Artifact:
         if isinstance(program, Artifact):

@@ -177,7 +177,7 @@ def _leased(request: pytest.FixtureRequest, board_name: str, tags: tuple[str, ..
         )
         if not nth:
             request.node.stash[LOG] = log
-        dev = Device(session, board, leased, transport, log)
+        dev = Device(session, board, leased, transport, log, request.node.path.parent)
         if not nth:  # what JUnit and --history say of the test: where it ran
             props = request.node.user_properties
             props[:] = [(k, v) for k, v in props if k != "board"] + [("board", board_name), ("device", leased.name)]

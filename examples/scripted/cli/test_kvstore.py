@@ -6,7 +6,7 @@ import pytest
 
 pytestmark = pytest.mark.board(kind=["linux", "android", "host"])
 
-SOURCE = "examples/scripted/cli/kvstore.c"
+SOURCE = "kvstore.c"  # beside this file (or a path from the project's root)
 
 
 @pytest.fixture

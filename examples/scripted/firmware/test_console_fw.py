@@ -9,7 +9,7 @@ pytestmark = pytest.mark.board("bluepill-qemu-uart", "bluepill-swd", "bluepill")
 
 @pytest.fixture
 def console(device):
-    con = device.flash("examples/scripted/firmware/console_fw.c")
+    con = device.flash("console_fw.c")  # beside this file
     con.expect("console firmware v1 ready", timeout=10)
     return con
 

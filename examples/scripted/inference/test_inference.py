@@ -24,7 +24,7 @@ def packed(tmp_path_factory):
 @pytest.mark.parametrize("sample", range(4))
 def test_top_class_and_latency(device, packed, sample, record_property):
     model, inputs, expected = packed
-    infer = device.build("examples/scripted/inference/infer.c")
+    infer = device.build("infer.c")
     device.push(model)
     device.push(inputs[sample], "input.bin")
     result = device.run([infer, "model.bin", "input.bin", "50"], check=True)
@@ -43,5 +43,5 @@ def test_a_damaged_model_is_refused(device, packed, tmp_path):
     bad.write_bytes(model.read_bytes()[:-5])
     device.push(bad)
     device.push(inputs[0], "input.bin")
-    result = device.run([device.build("examples/scripted/inference/infer.c"), "model.bin", "input.bin"])
+    result = device.run([device.build("infer.c"), "model.bin", "input.bin"])
     assert result.returncode == 2 and "is not an MLP1 model" in result.stderr
