@@ -304,6 +304,8 @@ class OnDeviceItem(DeviceVerdictItem):
                     if failure:
                         regressions.append(failure)
             self.user_properties.append(("ondevice_bench", json.dumps(data)))  # JUnit XML shows it as is
+            if record.unit == "bytes":  # the stack high-water, plainly, for a CI that reads JUnit
+                self.user_properties.append(("ondevice_stack_bytes", str(record.median)))
         return regressions
 
     def reportinfo(self) -> tuple[Path, int, str]:

@@ -225,6 +225,8 @@ class Builder:
     ) -> Artifact:
         settings = cfg.for_file(source, board.name, board.kind)
         flags = pkgconfig.merged(settings.flags, self._pkg_flags(board, cfg))
+        if board.memory.stack_limit:  # each case's stack budget, checked by micro_test.h on the device
+            flags = pkgconfig.merged(flags, BuildFlags(defines=(f"ONDEVICE_BOARD_STACK_LIMIT={board.memory.stack_limit}",)))
         if needs.pkg_config:
             flags = pkgconfig.merged(flags, self._pkg_flags(board, cfg, needs))
         own = _own_sources(source, settings, needs)

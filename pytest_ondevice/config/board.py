@@ -56,6 +56,7 @@ MEMORY_SPEC = {
     "ram": int,
     "ram_origin": int,
     "stack": int,
+    "stack_limit": int,  # a case's stack budget in bytes: over it, the case fails (micro_test.h)
     "note": str,  # said with a size-check failure, e.g. why an emulator has less RAM
 }
 SPEC = {
@@ -100,6 +101,7 @@ class Memory:
     ram: int | None = None
     ram_origin: int = 0x20000000
     stack: int = 2048
+    stack_limit: int | None = None
     note: str = ""
 
 

@@ -28,6 +28,7 @@ class BenchRecord:
     work: int = 0
     work_unit: str = ""
     overhead: int = 0
+    lower_bound: bool = False  # the figure is at least this (a stack deeper than the painted region)
 
 
 def parse_record(body: str) -> BenchRecord:
@@ -47,3 +48,15 @@ def parse_record(body: str) -> BenchRecord:
     if not values["min"] <= values["median"] <= values["max"]:
         raise BenchRecordError(f"bench record with min <= median <= max broken: {body[:200]!r}")
     return BenchRecord(name=fields["name"], unit=fields["unit"], work_unit=fields.get("work_unit", ""), **values)
+
+
+STACK_PREFIX = "stack:"
+
+
+def stack_record(case: str, used: int, beyond: bool = False) -> BenchRecord:
+    """A case's stack high-water as a record like latency (its table row, JUnit property,
+    history and baseline): `stack:CASE`, in bytes; beyond: at least that (a hosted run
+    paints a bounded region)."""
+    return BenchRecord(
+        name=f"{STACK_PREFIX}{case}", unit="bytes", repeats=1, min=used, median=used, max=used, lower_bound=beyond
+    )

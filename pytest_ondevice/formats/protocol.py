@@ -24,7 +24,7 @@ from enum import StrEnum
 from itertools import pairwise
 
 from ..transports.contract import RunEnd
-from .benchline import BenchRecord, BenchRecordError, parse_record
+from .benchline import BenchRecord, BenchRecordError, parse_record, stack_record
 from .lines import BoundedLines
 
 PASS_MAGIC = "~~~ALL TESTS PASSED~~~"
@@ -38,6 +38,7 @@ MAX_LINE_CHARS = 500
 
 _NONCE = re.compile(r"[0-9a-f]{8,32}$")
 _STAMPED_END = re.compile(r"(\S+) (passed|failed|skipped)")
+_STACK = re.compile(r"(\S+) (\d{1,12})(?: limit=(\d{1,12}))?(?: (overflow|beyond))?")
 _V1_START = re.compile(r"Testing (\S+)$")
 _V1_TALLY = re.compile(r"(\d+)/(\d+) tests passed$")
 _V1_FAILURE = re.compile(r" failed at .+:\d+(?: \(|$)|^FAIL: ")
@@ -332,6 +333,21 @@ class TestOutputParser(CaseTracker):
         elif kind == "summary":
             self._fail_unfinished("no verdict: the closing summary began while this case was running")
             self.in_summary = True
+        elif kind == "stack":
+            self._stack(rest.strip())
+
+    def _stack(self, body: str) -> None:
+        """`NAME BYTES [limit=L] [overflow|beyond]`: how deep the running case went below
+        main's frame, kept as a record of the case (unit bytes). Past the bottom of the stack
+        or over its own limit, the header has failed the case on the device already."""
+        m = _STACK.fullmatch(body)
+        record = self.current
+        if m is None or record is None or record.name != m.group(1):
+            return
+        used, edge = int(m.group(2)), m.group(4) or ""
+        records = self.benches.setdefault(record.name, [])
+        if len(records) < MAX_BENCHES_PER_CASE:
+            records.append(stack_record(record.name, used, beyond=edge == "beyond"))
 
     def _bench(self, body: str) -> None:
         """A latency record belongs to the running case; a broken one fails it, naming why."""

@@ -402,6 +402,180 @@ static inline OD_UNUSED void od_nonce_init(const void *seed) {
   MicroPrintf("#ondevice nonce %s", od_nonce);
 }
 
+/* ---- Stack high-water per case ------------------------------------------------------
+ * Before a case's body the stack below the running frame is painted with a pattern; after
+ * it, the deepest word no longer holding the pattern says how deep the case went, sent as
+ *   #ondevice NONCE stack NAME BYTES [limit=L] [overflow|beyond]
+ * Bare metal paints down to the bottom of the stack (the symbol ondevice_stack_bottom,
+ * which the board's linker script defines): the pattern gone at the bottom is an
+ * overflow. A hosted run (Linux, the host) paints ONDEVICE_STACK_PAINT bytes below the
+ * frame ("beyond": the case went deeper than that). ONDEVICE_STACK_LIMIT(Case, bytes), at
+ * file scope, gives a case a budget (docs/memory.md). -DONDEVICE_STACK_DISABLE: off. */
+#if !defined(ONDEVICE_STACK_DISABLE) && (defined(__GNUC__) || defined(__clang__))
+#define OD_STACK 1
+#if defined(__linux__) || defined(__APPLE__) || defined(__unix__)
+#define OD_STACK_HOSTED 1
+#ifndef ONDEVICE_STACK_PAINT
+#define ONDEVICE_STACK_PAINT (256 * 1024)
+#endif
+#else
+#ifdef __cplusplus
+extern "C" {
+#endif
+extern uint32_t ondevice_stack_bottom[] __attribute__((weak));
+#ifdef __cplusplus
+}
+#endif
+#endif
+#define OD_STACK_PATTERN 0x5AA5C33Cu
+#ifndef ONDEVICE_STACK_GUARD
+#define ONDEVICE_STACK_GUARD 256 /* the bottom band: reached, it is an overflow (or all but) */
+#endif
+#define OD_STACK_MARGIN 64 /* below the painter's frame: its own return, the next call's */
+#ifndef ONDEVICE_MAX_STACK_LIMITS
+#define ONDEVICE_MAX_STACK_LIMITS 32
+#endif
+
+static OD_UNUSED uintptr_t od_stack_main; /* the frame of main (v1) or of the v2 runner: the base */
+static OD_UNUSED uintptr_t od_stack_base, od_stack_top, od_stack_low;
+static OD_UNUSED long od_stack_used = -1;
+static OD_UNUSED int od_stack_edge; /* 1: the painted region's bottom word was written */
+static OD_UNUSED struct {
+  const char *name;
+  long bytes;
+} od_stack_limits[ONDEVICE_MAX_STACK_LIMITS];
+static OD_UNUSED int od_stack_limit_count;
+
+static inline OD_UNUSED void od_stack_limit(const char *name, long bytes) {
+  if (od_stack_limit_count < ONDEVICE_MAX_STACK_LIMITS) {
+    od_stack_limits[od_stack_limit_count].name = name;
+    od_stack_limits[od_stack_limit_count].bytes = bytes;
+    od_stack_limit_count++;
+  }
+}
+
+/* A case's budget: its own ONDEVICE_STACK_LIMIT, else the project's (ondevice.toml:
+ * defines = ["ONDEVICE_STACK_LIMIT_DEFAULT=4096"]), else the board's [memory] stack_limit. */
+#if defined(ONDEVICE_STACK_LIMIT_DEFAULT)
+#define OD_STACK_LIMIT_DEFAULT ((long)(ONDEVICE_STACK_LIMIT_DEFAULT))
+#define OD_STACK_LIMIT_FROM "ONDEVICE_STACK_LIMIT_DEFAULT"
+#elif defined(ONDEVICE_BOARD_STACK_LIMIT)
+#define OD_STACK_LIMIT_DEFAULT ((long)(ONDEVICE_BOARD_STACK_LIMIT))
+#define OD_STACK_LIMIT_FROM "the board's [memory] stack_limit"
+#else
+#define OD_STACK_LIMIT_DEFAULT 0L
+#define OD_STACK_LIMIT_FROM ""
+#endif
+static OD_UNUSED const char *od_stack_limit_from = OD_STACK_LIMIT_FROM;
+
+static inline OD_UNUSED long od_stack_limit_of(const char *suite, const char *name) {
+  int i;
+  od_stack_limit_from = "ONDEVICE_STACK_LIMIT";
+  for (i = 0; i < od_stack_limit_count; i++) {
+    const char *n = od_stack_limits[i].name, *dot = n;
+    while (*dot && *dot != '.') dot++;
+    if (*dot && suite) { /* "Suite.Name" */
+      const char *a = n, *b = suite;
+      while (a < dot && *b && *a == *b) a++, b++;
+      if (a == dot && !*b && od_streq(dot + 1, name)) return od_stack_limits[i].bytes;
+    } else if (!*dot && od_streq(n, name)) {
+      return od_stack_limits[i].bytes;
+    }
+  }
+  od_stack_limit_from = OD_STACK_LIMIT_FROM;
+  return OD_STACK_LIMIT_DEFAULT;
+}
+
+#define ONDEVICE_STACK_LIMIT(name, bytes)                                            \
+  __attribute__((constructor)) static void od_stack_limit_##name(void) {             \
+    od_stack_limit(#name, (long)(bytes));                                            \
+  }
+
+__attribute__((noinline)) static OD_UNUSED void od_stack_paint(void) {
+  volatile uint32_t here = 0;
+  uintptr_t top = ((uintptr_t)&here - OD_STACK_MARGIN) & ~(uintptr_t)3, low;
+  volatile uint32_t *p;
+  od_stack_top = 0;
+#ifdef OD_STACK_HOSTED
+  low = top - ONDEVICE_STACK_PAINT;
+#else
+  if (!ondevice_stack_bottom) return; /* a board whose linker script does not say where it ends */
+  low = ((uintptr_t)ondevice_stack_bottom + 3) & ~(uintptr_t)3;
+  if (low >= top) return;
+#endif
+  for (p = (volatile uint32_t *)low; (uintptr_t)p < top; ++p) *p = OD_STACK_PATTERN;
+  od_stack_low = low;
+  od_stack_top = top;
+  /* counted from main's frame: a v1 case's own locals live there (one frame for every case) */
+  od_stack_base = od_stack_main > top ? od_stack_main : (uintptr_t)&here;
+}
+
+/* After the case's body: its depth; past the bottom of the stack or over its limit, the
+ * case fails here, on the device, so that the device's own tally agrees. */
+__attribute__((noinline)) static OD_UNUSED void od_stack_take(const char *suite, const char *name) {
+  const volatile uint32_t *p;
+  long limit;
+  od_stack_used = -1;
+  if (!od_stack_top) return;
+  for (p = (const volatile uint32_t *)od_stack_low; (uintptr_t)p < od_stack_top && *p == OD_STACK_PATTERN; ++p) {
+  }
+  /* a frame that crossed the bottom need not write the bottom word itself: the last
+   * ONDEVICE_STACK_GUARD bytes written at all is the edge */
+  od_stack_edge = (uintptr_t)p < od_stack_low + ONDEVICE_STACK_GUARD;
+  /* untouched: the case stayed within main's frame and the margin, counted whole */
+  od_stack_used = (long)(od_stack_base - ((uintptr_t)p >= od_stack_top ? od_stack_top : (uintptr_t)p));
+  limit = od_stack_limit_of(suite, name);
+#ifndef OD_STACK_HOSTED
+  if (od_stack_edge) {
+    MicroPrintf("FAIL: stack overflow: the case reached the last %d bytes of the stack or ran past its "
+                "bottom (%ld bytes or more below main's frame)",
+                ONDEVICE_STACK_GUARD, od_stack_used);
+    od_case_failed = 1;
+    return;
+  }
+#endif
+  if (limit > 0 && od_stack_used > limit) {
+    MicroPrintf("FAIL: stack high-water %ld bytes is over this case's limit of %ld (%s)", od_stack_used, limit,
+                od_stack_limit_from);
+    od_case_failed = 1;
+  }
+}
+
+static inline OD_UNUSED void od_stack_report(const char *suite, const char *name) {
+  long bytes = od_stack_limit_of(suite, name);
+  const char *edge = "";
+  if (od_stack_used < 0) return;
+  if (od_stack_edge) {
+#ifdef OD_STACK_HOSTED
+    edge = " beyond";
+#else
+    edge = " overflow";
+#endif
+  }
+  if (bytes > 0) {
+    MicroPrintf("#ondevice %s stack %s%s%s %ld limit=%ld%s", od_nonce, suite ? suite : "", suite ? "." : "", name,
+                od_stack_used, bytes, edge);
+  } else {
+    MicroPrintf("#ondevice %s stack %s%s%s %ld%s", od_nonce, suite ? suite : "", suite ? "." : "", name,
+                od_stack_used, edge);
+  }
+  od_stack_used = -1;
+}
+#define OD_STACK_MAIN() (od_stack_main = (uintptr_t)__builtin_frame_address(0))
+#else
+#define OD_STACK_MAIN() ((void)0)
+#define ONDEVICE_STACK_LIMIT(name, bytes)
+static inline OD_UNUSED void od_stack_paint(void) {}
+static inline OD_UNUSED void od_stack_take(const char *suite, const char *name) {
+  (void)suite;
+  (void)name;
+}
+static inline OD_UNUSED void od_stack_report(const char *suite, const char *name) {
+  (void)suite;
+  (void)name;
+}
+#endif
+
 /* Our stamped markers: a case starts, a case ends with its verdict, the summary begins. */
 static inline OD_UNUSED void od_mark_case(const char *suite, const char *name) {
   if (suite) MicroPrintf("#ondevice %s case %s.%s", od_nonce, suite, name);
@@ -409,6 +583,7 @@ static inline OD_UNUSED void od_mark_case(const char *suite, const char *name) {
 }
 
 static inline OD_UNUSED void od_mark_end(const char *suite, const char *name) {
+  od_stack_report(suite, name);
   const char *verdict = od_case_failed ? "failed" : od_case_skipped ? "skipped" : "passed";
   if (suite) MicroPrintf("#ondevice %s end %s.%s %s", od_nonce, suite, name, verdict);
   else MicroPrintf("#ondevice %s end %s %s", od_nonce, name, verdict);
@@ -430,6 +605,7 @@ static OD_UNUSED int od_v1_complete;
     (void)argv;                        \
     od_v1_passed = 0;                  \
     od_v1_failed = 0;                  \
+    OD_STACK_MAIN();                   \
     od_nonce_init(argv);
 
 #define TF_LITE_MICRO_TESTS_END                                                \
@@ -447,9 +623,10 @@ static OD_UNUSED int od_v1_complete;
 #define TF_LITE_MICRO_TEST(name)                                               \
   od_mark_case(NULL, #name);                                                   \
   MicroPrintf("Testing " #name);                                               \
-  for (od_v1_complete = 0, od_case_failed = 0, od_case_skipped = 0;            \
+  for (od_v1_complete = 0, od_case_failed = 0, od_case_skipped = 0,            \
+      od_stack_paint();                                                        \
        !od_v1_complete;                                                        \
-       od_v1_complete = 1, od_v1_passed += od_case_failed ? 0 : 1,             \
+       od_stack_take(NULL, #name), od_v1_complete = 1, od_v1_passed += od_case_failed ? 0 : 1, \
       od_v1_failed += od_case_failed ? 1 : 0, od_mark_end(NULL, #name))
 
 #define TF_LITE_MICRO_EXPECT(x)                                   \
@@ -571,6 +748,7 @@ static inline OD_UNUSED void od_register_test(const char *suite, const char *nam
 
 static inline OD_UNUSED int od_run_all_tests(void) {
   int i, failed = 0, passed = 0;
+  OD_STACK_MAIN();
   od_nonce_init(&i);
   MicroPrintf("[==========] Running %d tests.", od_test_count);
   for (i = 0; i < od_test_count; i++) {
@@ -579,7 +757,9 @@ static inline OD_UNUSED int od_run_all_tests(void) {
     MicroPrintf("[ RUN      ] %s.%s", t->suite, t->name);
     od_case_failed = 0;
     od_case_skipped = 0;
+    od_stack_paint();
     t->fn();
+    od_stack_take(t->suite, t->name);
     if (od_case_failed) {
       t->failed = 1;
       failed++;

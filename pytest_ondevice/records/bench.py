@@ -44,6 +44,21 @@ def measure(record: BenchRecord, board: Board, clock: Clock) -> Measured:
     """clock: what the figures counted where they ran (the board's, or its emulator's)."""
     scale, unit, us_per_unit = 1.0, "cycles", None
     hz = board.clock_hz
+    if record.unit == "bytes":  # a stack high-water: the same figure on every run of the binary
+        return Measured(
+            name=record.name,
+            board=board.name,
+            unit="bytes",
+            median=record.median,
+            min=record.min,
+            max=record.max,
+            repeats=record.repeats,
+            work=0,
+            work_unit="",
+            us=None,
+            deterministic=True,
+            raw=record,
+        )
     if record.max == 0 and record.work:
         raise BenchRecordError(
             f"{record.name}: the cycle counter never advanced (every repeat took 0 {record.unit}): this core "
@@ -95,6 +110,30 @@ def table(rows: list[dict]) -> list[str]:
         )
     widths = [max(len(str(r[i])) for r in (header, *body)) for i in range(len(header))]
     return ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in (header, *body)]
+
+
+MEMORY_SHOWN = 5  # deepest cases per board in the memory section (-v: every case)
+
+
+def memory_lines(rows: list[dict], stacks: dict[str, int | None], every: bool = False) -> list[str]:
+    """The end-of-run stack high-water, per board: the deepest cases (all of them with
+    every), against the board's stack (stacks: board -> bytes, None when not stated)."""
+    lines = []
+    for board in dict.fromkeys(r["board"] for r in rows):
+        mine = sorted((r for r in rows if r["board"] == board), key=lambda r: -r["median"])
+        size = stacks.get(board)
+        deepest = mine[0]["median"]
+        of = f" of its {_num(size)}-byte stack ({deepest / size:.0%})" if size else ""
+        lines.append(f"{board}: {len(mine)} cases, the deepest {_num(deepest)} bytes{of}")
+        shown = mine if every else mine[:MEMORY_SHOWN]
+        width = max(len(r.get("case", "")) for r in shown)
+        for r in shown:
+            at_least = ">= " if r.get("raw", {}).get("lower_bound") else ""
+            verdict = f"  {r['verdict']}" if r.get("verdict") else ""
+            lines.append(f"  {r.get('case', ''):<{width}}  {at_least}{_num(r['median'])} bytes{verdict}")
+        if len(mine) > len(shown):
+            lines.append(f"  ... {len(mine) - len(shown)} more (-v lists every case; --bench-json has them all)")
+    return lines
 
 
 def _num(value: float) -> str:

@@ -51,9 +51,18 @@ class BenchReport:
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if not self.rows:
             return
-        terminalreporter.section("ondevice bench")
-        for line in bench.table(self.rows):
-            terminalreporter.write_line(line)
+        latency = [r for r in self.rows if r["unit"] != "bytes"]
+        stack = [r for r in self.rows if r["unit"] == "bytes"]
+        if latency:
+            terminalreporter.section("ondevice bench")
+            for line in bench.table(latency):
+                terminalreporter.write_line(line)
+        if stack:
+            terminalreporter.section("ondevice memory: stack high-water per case")
+            reg = registry(self.config)
+            stacks = {name: _stack_of(reg, name) for name in {r["board"] for r in stack}}
+            for line in bench.memory_lines(stack, stacks, every=self.config.getoption("verbose") > 0):
+                terminalreporter.write_line(line)
         path, name = self.config.getoption("bench_json"), self.config.getoption("bench_save")
         if not (path or name):
             return
@@ -87,6 +96,15 @@ class BenchReport:
         # --device as given (one value, or several BOARD=WHERE); each record names its device
         device = ", ".join(self.config.getoption("device")) or None
         return {"device": device, "fleet": self.config.getoption("fleet"), "boards": boards, "records": self.rows}
+
+
+def _stack_of(reg, board: str) -> int | None:
+    """The board's stack in bytes, where its file states one (bare metal: the linker's)."""
+    try:
+        b = reg.get(board)
+    except Exception:
+        return None
+    return b.memory.stack if b.kind == "baremetal" else None
 
 
 def _write(path: Path, text: str) -> None:

@@ -8,6 +8,7 @@
 
 void ondevice_write(const char *data, size_t len);
 void ondevice_exit(int code) __attribute__((noreturn));
+extern uint32_t ondevice_stack_bottom[] __attribute__((weak)); /* the linker script's */
 
 #define SCB_CFSR (*(volatile uint32_t *)0xE000ED28)
 #define SCB_HFSR (*(volatile uint32_t *)0xE000ED2C)
@@ -33,7 +34,7 @@ static const char *cfsr_reason(uint32_t cfsr, uint32_t hfsr) {
 
 /* frame: r0 r1 r2 r3 r12 lr pc xpsr, as the CPU stacked them */
 __attribute__((used, noreturn)) void ondevice_fault_report(const uint32_t *frame, const char *name) {
-  char line[280], *p = line;
+  char line[360], *p = line;
   uint32_t cfsr = SCB_CFSR, hfsr = SCB_HFSR;
   const char *why = cfsr_reason(cfsr, hfsr);
   p = put_str(p, "\r\n#ondevice fault ");
@@ -58,6 +59,12 @@ __attribute__((used, noreturn)) void ondevice_fault_report(const uint32_t *frame
   if (cfsr & (1u << 7)) {
     p = put_str(p, " MMFAR=");
     p = put_hex(p, SCB_MMFAR);
+  }
+  if (ondevice_stack_bottom && (uintptr_t)frame < (uintptr_t)ondevice_stack_bottom) {
+    p = put_str(p, " STACK OVERFLOW sp=");  /* the frame went below the stack's bottom */
+    p = put_hex(p, (uint32_t)(uintptr_t)frame);
+    p = put_str(p, " bottom=");
+    p = put_hex(p, (uint32_t)(uintptr_t)ondevice_stack_bottom);
   }
   p = put_unity_case(p, 64);
   p = put_str(p, "\r\n");

@@ -1,0 +1,160 @@
+"""Stack high-water per case: measured on the device by painting the stack (micro_test.h),
+checked against arrays of known size on four boards, an overflow named as one, limits
+from the case, ondevice.toml and the board file, and the figure in the end-of-run memory
+section, JUnit, the history and the baseline comparison."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import xml.etree.ElementTree as ET
+
+import pytest
+from conftest import case_outcomes
+
+KNOWN = """
+#include "micro_test.h"
+__attribute__((noinline)) static int uses(int seed) {{
+  volatile char buf[{size}];
+  for (int i = 0; i < (int)sizeof buf; i++) buf[i] = (char)(seed + i);
+  return buf[0] + buf[sizeof buf - 1];
+}}
+__attribute__((noinline)) static int leaf(int x) {{ return x + 1; }}
+TF_LITE_MICRO_TESTS_BEGIN
+TF_LITE_MICRO_TEST(KnownArray) {{ TF_LITE_MICRO_EXPECT(uses(3) != 1000); }}
+TF_LITE_MICRO_TEST(Leaf) {{ TF_LITE_MICRO_EXPECT_EQ(leaf(1), 2); }}
+TF_LITE_MICRO_TESTS_END
+"""
+OVERHEAD = 256  # main's frame and the callee's own registers, measured 16-160 bytes
+NEEDS_QEMU = pytest.mark.skipif(shutil.which("qemu-system-arm") is None, reason="needs qemu-system-arm")
+
+
+def junit_stack(path) -> dict[str, int]:
+    found = {}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        for prop in case.iter("property"):
+            if prop.get("name") == "ondevice_stack_bytes":
+                found[case.get("name").split("[", 1)[0]] = int(prop.get("value"))
+    return found
+
+
+@pytest.mark.parametrize(
+    ("board", "size"),
+    [
+        ("host", 4096),
+        pytest.param("mps2-an386", 4096, marks=[pytest.mark.slow, NEEDS_QEMU]),
+        pytest.param("bluepill-qemu", 1024, marks=[pytest.mark.slow, NEEDS_QEMU]),  # its stack is 2 KiB
+        pytest.param("riscv32-qemu", 4096, marks=pytest.mark.slow),
+    ],
+)
+def test_a_known_array_is_measured_at_its_size_plus_a_small_overhead(project, board, size):
+    project.write("known_test.c", KNOWN.format(size=size))
+    junit = project.path / "junit.xml"
+    result = project.run(f"--junitxml={junit}", board=board)
+    result.assert_outcomes(passed=2)
+    stack = junit_stack(junit)
+    assert size <= stack["KnownArray"] < size + OVERHEAD, stack
+    assert stack["Leaf"] < OVERHEAD, stack
+    result.stdout.fnmatch_lines(
+        ["*ondevice memory: stack high-water per case*", f"{board}: 2 cases, the deepest *", "  KnownArray *bytes"]
+    )
+
+
+OVERFLOW = """
+#include "micro_test.h"
+__attribute__((noinline)) static int deep(volatile int n) {{
+  volatile char pad[128];
+  pad[0] = (char)n;
+  pad[127] = (char)n;
+  return n == 0 ? pad[0] : deep(n - 1) + pad[127];
+}}
+TF_LITE_MICRO_TESTS_BEGIN
+TF_LITE_MICRO_TEST(Fits) {{ TF_LITE_MICRO_EXPECT(deep(2) >= 0); }}
+TF_LITE_MICRO_TEST(Recurses) {{ TF_LITE_MICRO_EXPECT(deep({depth}) >= 0); }}
+TF_LITE_MICRO_TEST(After) {{ TF_LITE_MICRO_EXPECT(1); }}
+TF_LITE_MICRO_TESTS_END
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("board", "stack"),
+    [
+        pytest.param("bluepill-qemu", 2048, marks=NEEDS_QEMU),
+        pytest.param("mps2-an386", 16384, marks=NEEDS_QEMU),
+        ("riscv32-qemu", 8192),
+    ],
+)
+def test_a_recursion_past_the_boards_stack_is_a_stack_overflow_not_a_random_crash(project, board, stack):
+    depth = (stack + 512) // 128  # a little past the bottom: into the heap's room, not over the program
+    project.write("deep_test.c", OVERFLOW.format(depth=depth))
+    result = project.run("-v", board=board)
+    assert case_outcomes(result) == {"Fits": "PASSED", "Recurses": "FAILED", "After": "PASSED"}, result.stdout.str()
+    result.stdout.fnmatch_lines(["*stack overflow: the case reached the last 256 bytes of the stack or ran past*"])
+
+
+LIMITED = """
+#include "micro_test.h"
+__attribute__((noinline)) static int uses(int seed) {
+  volatile char buf[1024];
+  for (int i = 0; i < (int)sizeof buf; i++) buf[i] = (char)(seed + i);
+  return buf[0];
+}
+ONDEVICE_STACK_LIMIT(Budgeted, 512)
+ONDEVICE_STACK_LIMIT(Roomy, 8192)
+TF_LITE_MICRO_TESTS_BEGIN
+TF_LITE_MICRO_TEST(Budgeted) { TF_LITE_MICRO_EXPECT(uses(1) != 1000); }
+TF_LITE_MICRO_TEST(Roomy) { TF_LITE_MICRO_EXPECT(uses(2) != 1000); }
+TF_LITE_MICRO_TEST(Unbudgeted) { TF_LITE_MICRO_EXPECT(uses(3) != 1000); }
+TF_LITE_MICRO_TESTS_END
+"""
+
+
+def test_a_case_over_its_limit_fails_with_the_figure_and_where_the_limit_came_from(project):
+    project.write("limit_test.c", LIMITED)
+    result = project.run("-v")
+    assert case_outcomes(result) == {"Budgeted": "FAILED", "Roomy": "PASSED", "Unbudgeted": "PASSED"}
+    result.stdout.fnmatch_lines(
+        ["*stack high-water 1??? bytes is over this case's limit of 512 (ONDEVICE_STACK_LIMIT)*"]
+    )
+
+    project.write("ondevice.toml", 'defines = ["ONDEVICE_STACK_LIMIT_DEFAULT=600"]\n')
+    result = project.run("-v")
+    assert case_outcomes(result) == {"Budgeted": "FAILED", "Roomy": "PASSED", "Unbudgeted": "FAILED"}
+    result.stdout.fnmatch_lines(["*limit of 600 (ONDEVICE_STACK_LIMIT_DEFAULT)*"])
+
+    (project.path / "ondevice.toml").unlink()
+    project.write("boards/tight-host.toml", 'extends = "host"\n[memory]\nstack_limit = 700\n')
+    result = project.run("-v", board="tight-host")
+    assert case_outcomes(result) == {"Budgeted": "FAILED", "Roomy": "PASSED", "Unbudgeted": "FAILED"}
+    result.stdout.fnmatch_lines(["*limit of 700 (the board's [[]memory[]] stack_limit)*"])
+
+
+def test_the_history_keeps_each_cases_figure_and_a_deeper_stack_regresses_against_the_baseline(project):
+    project.write("known_test.c", KNOWN.format(size=1024))
+    first = project.run("--history=h.db", "--bench-save=before")
+    first.assert_outcomes(passed=2)
+    rows = dict(sqlite3.connect(project.path / "h.db").execute("SELECT name, median FROM benches WHERE unit='bytes'"))
+    assert set(rows) == {"stack:KnownArray", "stack:Leaf"} and 1024 <= rows["stack:KnownArray"] < 1024 + OVERHEAD
+
+    project.write("known_test.c", KNOWN.format(size=2048))
+    second = project.run("--bench-compare=before", "--bench-fail=10%", "-v")
+    assert case_outcomes(second)["KnownArray"] == "FAILED"
+    second.stdout.fnmatch_lines(["*stack:KnownArray on host: * bytes, baseline *"])
+
+
+def test_the_stack_figure_rides_in_bench_json(project):
+    project.write("known_test.c", KNOWN.format(size=1024))
+    out = project.path / "bench.json"
+    project.run(f"--bench-json={out}").assert_outcomes(passed=2)
+    records = {r["name"]: r for r in json.loads(out.read_text())["records"]}
+    assert records["stack:KnownArray"]["unit"] == "bytes" and records["stack:KnownArray"]["case"] == "KnownArray"
+
+
+def test_disabled_it_prints_nothing(project):
+    project.write("known_test.c", KNOWN.format(size=1024))
+    project.write("ondevice.toml", 'defines = ["ONDEVICE_STACK_DISABLE=1"]\n')
+    result = project.run()
+    result.assert_outcomes(passed=2)
+    assert "ondevice memory" not in result.stdout.str()
