@@ -158,3 +158,17 @@ def test_disabled_it_prints_nothing(project):
     result = project.run()
     result.assert_outcomes(passed=2)
     assert "ondevice memory" not in result.stdout.str()
+
+
+def test_the_nightly_report_charts_each_cases_stack_and_names_one_that_grew(project):
+    from pytest_ondevice.records import history, report
+
+    project.write("known_test.c", KNOWN.format(size=1024))
+    project.run("--history=h.db").assert_outcomes(passed=2)
+    project.write("known_test.c", KNOWN.format(size=2048))
+    project.run("--history=h.db").assert_outcomes(passed=2)
+    page = report.render(history.load(project.path / "h.db"))
+    section = page.split("<h2>Stack high-water per case</h2>", 1)[1]
+    assert section.count('<img class="chart"') == 2
+    assert "Deeper than before" in section and "<td>KnownArray</td>" in section
+    assert "No latency records" in page  # stack figures are not latency

@@ -59,6 +59,9 @@ class Series:
         return (self.latest - ref) / ref * 100 if ref else None
 
 
+STACK_UNIT = "bytes"  # a stack high-water record's (formats/benchline.stack_record)
+
+
 def series(history: History) -> list[Series]:
     """Every (board, kernel) measured in the window; a run that measured one twice counts its median."""
     index = {run.id: i for i, run in enumerate(history.runs)}
@@ -431,6 +434,36 @@ def _trends(plt, history: History, all_series: list[Series], slow: list[Series],
     return "".join(out)
 
 
+def _stack_section(plt, history: History, stacks: list[Series], deeper: list[Series], threshold: float) -> str:
+    """Stack high-water per case (micro_test.h's `stack:CASE` records): what grew, then a
+    chart per case over the runs, the deepest first."""
+    out = ["<h2>Stack high-water per case</h2>"]
+    if not stacks:
+        return out[0] + "<p>No stack figures in these runs.</p>"
+    if deeper:
+        rows = [
+            [
+                _td(s.name.removeprefix("stack:")),
+                _td(s.board),
+                _td(_fmt(s.reference or 0), "num"),
+                _td(_fmt(s.latest), "num"),
+                _td(f"{s.change():+.1f} %", "num bad"),
+            ]
+            for s in deeper
+        ]
+        out.append(f"<p>Deeper than before by more than {threshold:g} %:</p>")
+        out.append(_table(["case", "board", "reference (bytes)", "latest (bytes)", "change"], rows, "deeper-stacks"))
+    out.append('<div class="grid">')
+    ordered = sorted(stacks, key=lambda s: (s not in deeper, -s.latest))
+    for s in ordered[:MAX_PANELS]:
+        png, alt = trend_chart(plt, s, history.runs, threshold)
+        out.append(f'<img class="chart" alt="{_e(alt)}" title="{_e(alt)}" src="data:image/png;base64,{png}">')
+    out.append("</div>")
+    if len(ordered) > MAX_PANELS:
+        out.append(f'<p class="muted">{len(ordered) - MAX_PANELS} more cases not drawn (the deepest come first).</p>')
+    return "".join(out)
+
+
 def _device_errors_section(stats: list[DeviceStats], history: History) -> str:
     out = ["<h2>Devices with errors</h2>"]
     bad = [s for s in stats if s.errors or s.retried_away or s.cut_short]
@@ -555,7 +588,9 @@ def _damaged_section(history: History) -> str:
 def render(history: History, threshold: float = 5.0, last: int = DEFAULT_LAST) -> str:
     """The whole page as one string (threshold in %)."""
     plt = _pyplot()
-    all_series = series(history)
+    every = series(history)
+    all_series = [s for s in every if s.unit != STACK_UNIT]
+    stacks = [s for s in every if s.unit == STACK_UNIT]
     slow = slow_kernels(all_series, history, threshold)
     stats = devices(history)
     body = [
@@ -569,6 +604,7 @@ def render(history: History, threshold: float = 5.0, last: int = DEFAULT_LAST) -
     if history.runs:  # what needs doing first, then the pictures
         body.append(_pass_rate_section(plt, stats))
         body.append(_trends(plt, history, all_series, slow, threshold))
+        body.append(_stack_section(plt, history, stacks, slow_kernels(stacks, history, threshold), threshold))
     charts = sum(part.count('<img class="chart"') for part in body)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
