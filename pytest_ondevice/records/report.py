@@ -437,9 +437,9 @@ def _trends(plt, history: History, all_series: list[Series], slow: list[Series],
 def _stack_section(plt, history: History, stacks: list[Series], deeper: list[Series], threshold: float) -> str:
     """Stack high-water per case (micro_test.h's `stack:CASE` records): what grew, then a
     chart per case over the runs, the deepest first."""
+    if not stacks:  # a history from before stack figures, or of binaries built without them
+        return ""
     out = ["<h2>Stack high-water per case</h2>"]
-    if not stacks:
-        return out[0] + "<p>No stack figures in these runs.</p>"
     if deeper:
         rows = [
             [
