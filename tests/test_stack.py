@@ -172,3 +172,24 @@ def test_the_nightly_report_charts_each_cases_stack_and_names_one_that_grew(proj
     assert section.count('<img class="chart"') == 2
     assert "Deeper than before" in section and "<td>KnownArray</td>" in section
     assert "No latency records" in page  # stack figures are not latency
+
+
+V2_LIMIT = """
+#include "micro_test.h"
+__attribute__((noinline)) static int uses(int seed) {
+  volatile char buf[1024];
+  for (int i = 0; i < (int)sizeof buf; i++) buf[i] = (char)(seed + i);
+  return buf[0];
+}
+ONDEVICE_STACK_LIMIT(Kernels, Tight, 512)
+TEST(Kernels, Tight) { EXPECT_NE(uses(1), 1000); }
+TEST(Kernels, Loose) { EXPECT_NE(uses(2), 1000); }
+TF_LITE_MICRO_TESTS_MAIN
+"""
+
+
+def test_a_v2_case_is_limited_by_suite_and_name(project):
+    project.write("v2_test.cc", V2_LIMIT)
+    result = project.run("-v")
+    assert case_outcomes(result) == {"Kernels.Tight": "FAILED", "Kernels.Loose": "PASSED"}, result.stdout.str()
+    result.stdout.fnmatch_lines(["*over this case*s limit of 512 (ONDEVICE_STACK_LIMIT)*"])

@@ -486,10 +486,17 @@ static inline OD_UNUSED long od_stack_limit_of(const char *suite, const char *na
   return OD_STACK_LIMIT_DEFAULT;
 }
 
-#define ONDEVICE_STACK_LIMIT(name, bytes)                                            \
+/* ONDEVICE_STACK_LIMIT(Case, bytes) for a v1 case, ONDEVICE_STACK_LIMIT(Suite, Name, bytes) for v2 */
+#define OD_STACK_LIMIT_2(name, bytes)                                                \
   __attribute__((constructor)) static void od_stack_limit_##name(void) {             \
     od_stack_limit(#name, (long)(bytes));                                            \
   }
+#define OD_STACK_LIMIT_3(suite, name, bytes)                                         \
+  __attribute__((constructor)) static void od_stack_limit_##suite##_##name(void) {   \
+    od_stack_limit(#suite "." #name, (long)(bytes));                                 \
+  }
+#define OD_PICK_3(a, b, c, chosen, ...) chosen
+#define ONDEVICE_STACK_LIMIT(...) OD_PICK_3(__VA_ARGS__, OD_STACK_LIMIT_3, OD_STACK_LIMIT_2, )(__VA_ARGS__)
 
 __attribute__((noinline)) static OD_UNUSED void od_stack_paint(void) {
   volatile uint32_t here = 0;
@@ -564,7 +571,7 @@ static inline OD_UNUSED void od_stack_report(const char *suite, const char *name
 #define OD_STACK_MAIN() (od_stack_main = (uintptr_t)__builtin_frame_address(0))
 #else
 #define OD_STACK_MAIN() ((void)0)
-#define ONDEVICE_STACK_LIMIT(name, bytes)
+#define ONDEVICE_STACK_LIMIT(...)
 static inline OD_UNUSED void od_stack_paint(void) {}
 static inline OD_UNUSED void od_stack_take(const char *suite, const char *name) {
   (void)suite;
