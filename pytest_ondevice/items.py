@@ -16,6 +16,7 @@ from .binaries import BinaryResult, BinarySpec
 from .config.keys import BASELINE_KEY, BUILT, SESSION_KEY, selected_boards
 from .config.schema import ConfigError
 from .formats import Format, FormatError
+from .formats.benchline import RSS_NAME
 from .formats.devlog import describe_end
 from .formats.discover import Case
 from .formats.failure import CaseFailureRepr, SourceSearch, located
@@ -291,6 +292,8 @@ class OnDeviceItem(DeviceVerdictItem):
             except BenchRecordError as e:
                 raise CaseFailed(str(e)) from None
             data = measured.as_dict()
+            if record.name == RSS_NAME:  # the binary's, not this case's: named after the source
+                data["name"] = f"{RSS_NAME}:{self.spec.rel}"
             data.update(case=self.case, binary_sha256=result.artifact.sha256 if result.artifact else None)
             if result.device is not None:
                 data["device_name"] = result.device.name
@@ -304,7 +307,9 @@ class OnDeviceItem(DeviceVerdictItem):
                     if failure:
                         regressions.append(failure)
             self.user_properties.append(("ondevice_bench", json.dumps(data)))  # JUnit XML shows it as is
-            if record.unit == "bytes":  # the stack high-water, plainly, for a CI that reads JUnit
+            if record.name == RSS_NAME:
+                self.user_properties.append(("ondevice_peak_rss_bytes", str(record.median)))
+            elif record.unit == "bytes":  # the stack high-water, plainly, for a CI that reads JUnit
                 self.user_properties.append(("ondevice_stack_bytes", str(record.median)))
         return regressions
 

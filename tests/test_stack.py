@@ -136,7 +136,10 @@ def test_the_history_keeps_each_cases_figure_and_a_deeper_stack_regresses_agains
     first = project.run("--history=h.db", "--bench-save=before")
     first.assert_outcomes(passed=2)
     rows = dict(sqlite3.connect(project.path / "h.db").execute("SELECT name, median FROM benches WHERE unit='bytes'"))
-    assert set(rows) == {"stack:KnownArray", "stack:Leaf"} and 1024 <= rows["stack:KnownArray"] < 1024 + OVERHEAD
+    assert (
+        set(rows) == {"stack:KnownArray", "stack:Leaf", "peak_rss:known_test.c"}
+        and 1024 <= rows["stack:KnownArray"] < 1024 + OVERHEAD
+    )
 
     project.write("known_test.c", KNOWN.format(size=2048))
     second = project.run("--bench-compare=before", "--bench-fail=10%", "-v")
@@ -154,7 +157,7 @@ def test_the_stack_figure_rides_in_bench_json(project):
 
 def test_disabled_it_prints_nothing(project):
     project.write("known_test.c", KNOWN.format(size=1024))
-    project.write("ondevice.toml", 'defines = ["ONDEVICE_STACK_DISABLE=1"]\n')
+    project.write("ondevice.toml", 'defines = ["ONDEVICE_STACK_DISABLE=1", "ONDEVICE_RSS_DISABLE=1"]\n')
     result = project.run()
     result.assert_outcomes(passed=2)
     assert "ondevice memory" not in result.stdout.str()
@@ -169,7 +172,7 @@ def test_the_nightly_report_charts_each_cases_stack_and_names_one_that_grew(proj
     project.run("--history=h.db").assert_outcomes(passed=2)
     page = report.render(history.load(project.path / "h.db"))
     section = page.split("<h2>Stack high-water per case</h2>", 1)[1]
-    assert section.count('<img class="chart"') == 2
+    assert section.count('alt="stack:') == 2 and section.count('alt="peak_rss:known_test.c') == 1
     assert "Deeper than before" in section and "<td>KnownArray</td>" in section
     assert "No latency records" in page  # stack figures are not latency
 
@@ -193,3 +196,37 @@ def test_a_v2_case_is_limited_by_suite_and_name(project):
     result = project.run("-v")
     assert case_outcomes(result) == {"Kernels.Tight": "FAILED", "Kernels.Loose": "PASSED"}, result.stdout.str()
     result.stdout.fnmatch_lines(["*over this case*s limit of 512 (ONDEVICE_STACK_LIMIT)*"])
+
+
+RSS = """
+#include <stdlib.h>
+#include <string.h>
+#include "micro_test.h"
+char *volatile kept; /* the compiler may not drop the allocation */
+TF_LITE_MICRO_TESTS_BEGIN
+TF_LITE_MICRO_TEST(First) { TF_LITE_MICRO_EXPECT(1); }
+TF_LITE_MICRO_TEST(TouchesEightMiB) {
+  char *p = kept = malloc(8 << 20);
+  TF_LITE_MICRO_EXPECT(p != NULL);
+  memset(p, 1, 8 << 20);
+  TF_LITE_MICRO_EXPECT_EQ(p[12345], 1);
+}
+TF_LITE_MICRO_TEST(Frees) { free(kept); }
+TF_LITE_MICRO_TESTS_END
+"""
+
+
+def test_a_hosted_binarys_peak_resident_memory_is_its_own(project):
+    """VmHWM of the binary itself: getrusage would report the forking Python's tens of MiB."""
+    project.write("rss_test.c", RSS)
+    junit = project.path / "junit.xml"
+    result = project.run(f"--junitxml={junit}")
+    result.assert_outcomes(passed=3)
+    props = {
+        case.get("name").split("[", 1)[0]: {p.get("name"): p.get("value") for p in case.iter("property")}
+        for case in ET.parse(junit).getroot().iter("testcase")
+    }
+    rss = int(props["First"]["ondevice_peak_rss_bytes"])  # the binary's figure rides on its first case
+    assert 8 << 20 <= rss < 12 << 20, rss
+    assert "ondevice_peak_rss_bytes" not in props["TouchesEightMiB"]
+    result.stdout.fnmatch_lines(["*peak resident memory per binary*", "host: peak resident memory of 1 binaries*"])

@@ -60,3 +60,11 @@ def stack_record(case: str, used: int, beyond: bool = False) -> BenchRecord:
     return BenchRecord(
         name=f"{STACK_PREFIX}{case}", unit="bytes", repeats=1, min=used, median=used, max=used, lower_bound=beyond
     )
+
+
+RSS_NAME = "peak_rss"
+
+
+def rss_record(used: int) -> BenchRecord:
+    """A hosted binary's peak resident memory (its first case carries it), in bytes."""
+    return BenchRecord(name=RSS_NAME, unit="bytes", repeats=1, min=used, median=used, max=used)

@@ -24,7 +24,7 @@ from enum import StrEnum
 from itertools import pairwise
 
 from ..transports.contract import RunEnd
-from .benchline import BenchRecord, BenchRecordError, parse_record, stack_record
+from .benchline import BenchRecord, BenchRecordError, parse_record, rss_record, stack_record
 from .lines import BoundedLines
 
 PASS_MAGIC = "~~~ALL TESTS PASSED~~~"
@@ -208,6 +208,7 @@ class TestOutputParser(CaseTracker):
         self.in_summary = False  # nonce mode: after the stamped summary marker
         self.starts: list[Start] = []
         self.benches: dict[str, list[BenchRecord]] = {}
+        self.peak_rss: int | None = None  # a hosted binary's, sent before its summary
         self._in_failure_block = False
 
     # -- feeding -----------------------------------------------------------
@@ -335,6 +336,8 @@ class TestOutputParser(CaseTracker):
             self.in_summary = True
         elif kind == "stack":
             self._stack(rest.strip())
+        elif kind == "rss" and rest.strip().isdigit() and len(rest.strip()) < 19:
+            self.peak_rss = int(rest.strip())
 
     def _stack(self, body: str) -> None:
         """`NAME BYTES [limit=L] [overflow|beyond]`: how deep the running case went below
@@ -430,6 +433,8 @@ class TestOutputParser(CaseTracker):
             problems.append(disagreement)
             self._fail_the_rest(verdicts, disagreement)
         self._fail_unattributable(verdicts, self._unattributable(expected))
+        if self.peak_rss is not None and expected:  # the binary's: carried by its first case
+            self.benches.setdefault(expected[0], []).append(rss_record(self.peak_rss))
         return self._settle(expected, verdicts, end, self.closed, problems, self.benches)
 
     def _unattributable(self, expected: list[str]) -> dict[str, str]:

@@ -583,6 +583,52 @@ static inline OD_UNUSED void od_stack_report(const char *suite, const char *name
 }
 #endif
 
+/* A hosted binary's peak resident memory, sent before the summary: the larger of Linux's
+ * VmHWM at the end and VmRSS sampled as each case ends (VmHWM may miss a peak already
+ * unmapped; getrusage's ru_maxrss keeps what the process had before its exec). */
+#if defined(__linux__) && !defined(ONDEVICE_RSS_DISABLE)
+#include <fcntl.h>
+#include <unistd.h>
+static OD_UNUSED long long od_rss_peak;
+
+static inline OD_UNUSED long long od_status_kib(const char key[6]) {
+  char buf[4096];
+  long long kib = -1;
+  int fd = open("/proc/self/status", O_RDONLY), i;
+  ssize_t n;
+  if (fd < 0) return -1;
+  n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  for (char *p = buf; *p; p++) {
+    for (i = 0; i < 6 && p[i] == key[i]; i++) {
+    }
+    if (i == 6) {
+      for (p += 6; *p == ' ' || *p == '\t'; p++) {
+      }
+      for (kib = 0; *p >= '0' && *p <= '9'; p++) kib = kib * 10 + (*p - '0');
+      break;
+    }
+  }
+  return kib;
+}
+
+static inline OD_UNUSED void od_sample_rss(void) {
+  long long kib = od_status_kib("VmRSS:");
+  if (kib > od_rss_peak) od_rss_peak = kib;
+}
+
+static inline OD_UNUSED void od_report_rss(void) {
+  long long kib = od_status_kib("VmHWM:");
+  if (od_rss_peak > kib) kib = od_rss_peak;
+  if (kib >= 0) MicroPrintf("#ondevice %s rss %lld", od_nonce, kib * 1024);
+}
+#else
+static inline OD_UNUSED void od_sample_rss(void) {}
+static inline OD_UNUSED void od_report_rss(void) {}
+#endif
+
 /* Our stamped markers: a case starts, a case ends with its verdict, the summary begins. */
 static inline OD_UNUSED void od_mark_case(const char *suite, const char *name) {
   if (suite) MicroPrintf("#ondevice %s case %s.%s", od_nonce, suite, name);
@@ -591,12 +637,16 @@ static inline OD_UNUSED void od_mark_case(const char *suite, const char *name) {
 
 static inline OD_UNUSED void od_mark_end(const char *suite, const char *name) {
   od_stack_report(suite, name);
+  od_sample_rss();
   const char *verdict = od_case_failed ? "failed" : od_case_skipped ? "skipped" : "passed";
   if (suite) MicroPrintf("#ondevice %s end %s.%s %s", od_nonce, suite, name, verdict);
   else MicroPrintf("#ondevice %s end %s %s", od_nonce, name, verdict);
 }
 
-static inline OD_UNUSED void od_mark_summary(void) { MicroPrintf("#ondevice %s summary", od_nonce); }
+static inline OD_UNUSED void od_mark_summary(void) {
+  od_report_rss();
+  MicroPrintf("#ondevice %s summary", od_nonce);
+}
 
 /* ------------------------------------------------------------------------ */
 /* v1: tensorflow/lite/micro/testing/micro_test.h                            */

@@ -136,6 +136,24 @@ def memory_lines(rows: list[dict], stacks: dict[str, int | None], every: bool = 
     return lines
 
 
+def rss_lines(rows: list[dict], every: bool = False) -> list[str]:
+    """Peak resident memory per binary (Linux boards, the host), the largest first."""
+    lines = []
+    for board in dict.fromkeys(r["board"] for r in rows):
+        mine = sorted((r for r in rows if r["board"] == board), key=lambda r: -r["median"])
+        lines.append(f"{board}: peak resident memory of {len(mine)} binaries, the largest {_kib(mine[0]['median'])}")
+        shown = mine if every else mine[:MEMORY_SHOWN]
+        for r in shown:
+            lines.append(f"  {r['name'].split(':', 1)[1]}  {_kib(r['median'])}")
+        if len(mine) > len(shown):
+            lines.append(f"  ... {len(mine) - len(shown)} more (-v lists every binary)")
+    return lines
+
+
+def _kib(value: float) -> str:
+    return f"{_num(value / 1024)} KiB"
+
+
 def _num(value: float) -> str:
     return f"{value:,.0f}".replace(",", " ") if value >= 100 else f"{value:g}"
 

@@ -10,6 +10,7 @@ import pytest
 
 from ..build import toolchain
 from ..config.options import registry
+from ..formats.benchline import RSS_NAME, STACK_PREFIX
 from . import bench
 
 
@@ -52,7 +53,8 @@ class BenchReport:
         if not self.rows:
             return
         latency = [r for r in self.rows if r["unit"] != "bytes"]
-        stack = [r for r in self.rows if r["unit"] == "bytes"]
+        stack = [r for r in self.rows if r["name"].startswith(STACK_PREFIX)]
+        rss = [r for r in self.rows if r["name"].startswith(RSS_NAME + ":")]
         if latency:
             terminalreporter.section("ondevice bench")
             for line in bench.table(latency):
@@ -62,6 +64,10 @@ class BenchReport:
             reg = registry(self.config)
             stacks = {name: _stack_of(reg, name) for name in {r["board"] for r in stack}}
             for line in bench.memory_lines(stack, stacks, every=self.config.getoption("verbose") > 0):
+                terminalreporter.write_line(line)
+        if rss:
+            terminalreporter.section("ondevice memory: peak resident memory per binary")
+            for line in bench.rss_lines(rss, every=self.config.getoption("verbose") > 0):
                 terminalreporter.write_line(line)
         path, name = self.config.getoption("bench_json"), self.config.getoption("bench_save")
         if not (path or name):
