@@ -63,6 +63,7 @@ def activate(config: pytest.Config) -> None:
         cache_max_size=cache_size,
         test_patterns=tuple(config.getini("ondevice_files").split()),
         log_max=log_max,
+        coverage=config.getoption("ondevice_coverage"),
         jobs=config.getoption("build_jobs") or os.cpu_count() or 2,
         fleet=fleet,
         run_dir=_run_dir(config),
@@ -86,6 +87,8 @@ def activate(config: pytest.Config) -> None:
         session = config.stash[SESSION_KEY] = OnDeviceSession(settings, reg, live)
     except store.CacheError as e:
         raise pytest.UsageError(str(e)) from None
+    if settings.coverage:
+        _start_coverage(config, session)
     try:
         session.devices.check_addresses()
     except InfrastructureError as e:
@@ -104,6 +107,44 @@ def activate(config: pytest.Config) -> None:
         )
     config.addinivalue_line("markers", "ondevice: a C/C++ test case run on a device")
     config.addinivalue_line("markers", "bench: a C/C++ test case that measures latency (ONDEVICE_BENCH)")
+
+
+def _start_coverage(config: pytest.Config, session: OnDeviceSession) -> None:
+    """A fresh count directory (the controller's; workers share it), and where an
+    instrumented program on this machine writes its counts (libgcov reads GCOV_PREFIX)."""
+    from .records.coverage import CoverageReport
+    from .runner import coverage_data
+
+    data = coverage_data(session.settings)
+    if not hasattr(config, "workerinput"):
+        shutil.rmtree(data, ignore_errors=True)
+        out = config.getoption("ondevice_coverage_dir")
+        where = Path(out) if out else config.rootpath / "ondevice-coverage"
+        boards = [session.registry.get(name) for name in selected_boards(config)]
+        bare = tuple(b.name for b in boards if b.kind == "baremetal")
+        report = CoverageReport(data, config.rootpath, where, session.settings.test_patterns, bare)
+        config.pluginmanager.register(report, "ondevice-coverage")
+    data.mkdir(parents=True, exist_ok=True)
+    config.pluginmanager.register(
+        _Environment({"GCOV_PREFIX": str(data), "GCOV_PREFIX_STRIP": str(session.builder.coverage_strip)}),
+        "ondevice-coverage-env",
+    )
+
+
+class _Environment:
+    """Variables the programs this session starts on this machine inherit, for the
+    session only: pytest's own environment is as it was once the session ends."""
+
+    def __init__(self, values: dict[str, str]) -> None:
+        self.before = {name: os.environ.get(name) for name in values}
+        os.environ.update(values)
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        for name, value in self.before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def fleet_for(config: pytest.Config, boards: list[str], reg) -> Fleet:

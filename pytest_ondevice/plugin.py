@@ -118,6 +118,17 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
         help="build ONDEVICE_BENCH bodies to run once, as plain tests, with no measurement",
     )
     group.addoption(
+        "--ondevice-coverage",
+        action="store_true",
+        help="build with gcov instrumentation, bring the counts back from the devices and write a coverage "
+        "report (gcovr): a summary here, coverage.xml (Cobertura) and HTML (docs/coverage.md)",
+    )
+    group.addoption(
+        "--ondevice-coverage-dir",
+        metavar="DIR",
+        help="where the coverage report goes (default: ondevice-coverage/ under the rootdir)",
+    )
+    group.addoption(
         "--build-only",
         action="store_true",
         help="build every selected binary (size checks included) but run nothing",

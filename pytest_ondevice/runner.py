@@ -40,6 +40,11 @@ DEFAULT_TIMEOUT = 60.0
 T = TypeVar("T")
 
 
+def coverage_data(settings: Settings) -> Path:
+    """Where this session's gcov counts and the notes' whereabouts go (every xdist worker's)."""
+    return settings.build_root / "coverage-data"
+
+
 class OnDeviceSession:
     def __init__(
         self,
@@ -57,6 +62,7 @@ class OnDeviceSession:
             settings.defines,
             settings.cache_dir,
             settings.cache_shared,
+            coverage_data(settings) if settings.coverage else None,
         )
         self._build_pool = ThreadPoolExecutor(max_workers=max(2, settings.jobs * 2))
         self._builds: dict[tuple[str, Path], Future] = {}

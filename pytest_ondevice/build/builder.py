@@ -12,6 +12,7 @@ covered by its identity. Compilers run in parallel up to `jobs` at a time.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import platform
 import re
@@ -146,10 +147,13 @@ class Builder:
         defines: tuple[str, ...] = (),
         cache_dir: Path | None = None,
         cache_shared: bool | None = None,
+        coverage_dir: Path | None = None,
     ) -> None:
         """cache_shared: accept the cache entries of the members of the cache root's group
-        (ondevice_cache_shared; None: from ONDEVICE_CACHE_SHARED)."""
+        (ondevice_cache_shared; None: from ONDEVICE_CACHE_SHARED); coverage_dir: build for
+        gcov (boards with an OS) and say there where each instrumented object is."""
         self.root = root
+        self.coverage_dir = coverage_dir
         self.source_root = Path(os.path.normpath(source_root or Path.cwd()))
         src = str(self.source_root)
         # the same sources give the same bytes in any checkout: paths in debug info and
@@ -462,6 +466,17 @@ class Builder:
         with self._lock:
             return len(self._finished), max(len(self._planned), len(self._requested)), self._current
 
+    def covered(self, board: Board) -> bool:
+        """Whether this session instruments the board's code for gcov: boards with an OS
+        (bare metal has no file system for libgcov to write its counts to)."""
+        return self.coverage_dir is not None and board.kind != "baremetal"
+
+    @property
+    def coverage_strip(self) -> int:
+        """GCOV_PREFIX_STRIP for what this session compiles: an object's counts go to
+        $GCOV_PREFIX/<its name>.gcda, whatever staging directory it was compiled in."""
+        return len(self.store.base.parts) + 1  # base/tmp/<staging dir>/<object>
+
     def _compile_args(self, board: Board, src: Path, flags: BuildFlags) -> list[str]:
         """Everything after the compiler's name but the output: one place for builds and
         the preprocessor's look at a test source."""
@@ -470,6 +485,7 @@ class Builder:
             *(board.toolchain.cxxflags if cxx else board.toolchain.cflags),
             *(flags.cxxflags if cxx else flags.cflags),
             *self._session_flags,
+            *(["--coverage"] if self.covered(board) else []),
             f"-I{INCLUDE_DIR}",
             f"-I{src.parent}",
             *(f"-I{d}" for d in flags.include_dirs),
@@ -506,7 +522,9 @@ class Builder:
         board_flags = board.toolchain.cxxflags if cxx else board.toolchain.cflags
         args = self._compile_args(board, src, flags)
         key = key_of("compile", tc.identity, self._names.args(args), self.store.digest(src))
-        name = src.name + ".o"
+        covered = self.covered(board)
+        # instrumented: a name of its own, as its .gcda file will have it (two sources may share a name)
+        name = f"{src.name}.{key[:KEY_CHARS]}.o" if covered else src.name + ".o"
 
         def compile_into(out: Path) -> list[str]:
             depfile = out.with_name("deps.d")
@@ -523,7 +541,18 @@ class Builder:
 
         entry, reused = self._cached(key, name, compile_into, keep)
         self.stats.count("reused" if reused else "compiled", key)
+        if covered:
+            self._note_covered(board, compiler, entry.path)
         return entry.path
+
+    def _note_covered(self, board: Board, compiler: tuple[str, ...], obj: Path) -> None:
+        """Where the notes (.gcno) of an instrumented object are, for the report: a file per
+        object beside the counts, which every process of the session (xdist workers) adds to."""
+        assert self.coverage_dir is not None
+        note = {"board": board.name, "object": str(obj), "compiler": list(compiler)}
+        where = self.coverage_dir / (obj.name.removesuffix(".o") + ".where")
+        with contextlib.suppress(OSError):
+            where.write_text(json.dumps(note))
 
     def _link(
         self,
@@ -541,6 +570,7 @@ class Builder:
         tail = [
             *tc.ldflags,
             *flags.ldflags,
+            *(["--coverage"] if self.covered(board) else []),
             *([f"-T{script}"] if script else []),
             *(f"-l{lib}" for lib in (*flags.libs, *board.toolchain.libs) if not (cxx and lib == "stdc++")),
         ]

@@ -39,3 +39,4 @@ class Settings:
     test_patterns: tuple[str, ...] = TEST_PATTERNS  # collected sources: never in a library
     cache_max_size: int | None = None  # trimmed to this at session end
     log_max: int | None = None  # bytes per device log file (head and tail kept; None: the default)
+    coverage: bool = False  # --ondevice-coverage: instrumented builds, counts brought back
