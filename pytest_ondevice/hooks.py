@@ -344,6 +344,8 @@ class OnDevicePlugin:
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         ondevice = session.config.stash.get(SESSION_KEY, None)
+        if ondevice is not None and ondevice.settings.coverage:  # before the report reads them
+            ondevice.devices.collect_counts()
         if ondevice is not None and hasattr(session.config, "workeroutput"):  # an xdist worker
             session.config.workeroutput["ondevice_build"] = _numbers(ondevice)
             session.config.workeroutput["ondevice_objects"] = ondevice.builder.stats.exported()

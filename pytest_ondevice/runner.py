@@ -74,6 +74,8 @@ class OnDeviceSession:
         self._own_run_dir = None if settings.run_dir else tempfile.TemporaryDirectory(prefix="ondevice-run-")
         run_dir = settings.run_dir or Path(self._own_run_dir.name)
         self.devices = Devices(settings, registry, run_dir, self._build_pool, self.stopping)
+        if settings.coverage:
+            self.devices.coverage = (self.builder.coverage_strip, coverage_data(settings))
         self.pushed = 0
         self.push_skipped = 0
         self._lock = threading.Lock()

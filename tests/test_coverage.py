@@ -12,6 +12,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 from conftest import build_report, case_outcomes
+from test_adb import device, phone, server  # noqa: F401 - fixtures
+from test_adb import run as adb_run
+from test_ssh import accounts, board_for_device, pi, sshd  # noqa: F401 - fixtures
 
 LIB = """
 int used(int x) { return x + 1; }
@@ -116,3 +119,18 @@ def test_the_pi_binary_under_qemu_user_mode_is_read_by_the_cross_gcov(project):
     result = project.run("--ondevice-coverage", "--device=qemu", board="rpi")
     result.stdout.fnmatch_lines(["rpi: lines 25.0% (1 of 4), functions 50.0% (1 of 2)*"])
     assert functions(project.path / "ondevice-coverage" / "rpi" / "coverage.json") == {"used": 2, "unused": 0}
+
+
+@pytest.mark.slow
+def test_over_ssh_the_counts_come_back_from_the_device(pi):  # noqa: F811 - the fixture
+    library(pi)
+    result = pi.run("--ondevice-coverage", f"--device={pi.sshd.alias}", board=pi.board)
+    result.stdout.fnmatch_lines([f"{pi.board}: lines 25.0% (1 of 4), functions 50.0% (1 of 2)*"])
+    assert functions(pi.path / "ondevice-coverage" / pi.board / "coverage.json") == {"used": 2, "unused": 0}
+
+
+@pytest.mark.slow
+def test_through_adb_the_counts_come_back_from_the_phone(phone):  # noqa: F811 - the fixture
+    library(phone)
+    result = adb_run(phone, "--ondevice-coverage")
+    result.stdout.fnmatch_lines(["android-arm64: lines 25.0% (1 of 4), functions 50.0% (1 of 2)*"])

@@ -88,6 +88,10 @@ class Transport(ABC):
     def __init__(self, board: Any, device: str | None, options: dict[str, Any]) -> None:
         self.board = board
         self.device = device
+        # --ondevice-coverage: (GCOV_PREFIX_STRIP for the binaries, the local directory their
+        # counts are brought back to); a transport whose device writes files elsewhere than
+        # this machine brings its .gcda files back there when it closes
+        self.coverage: tuple[int, Path] | None = None
         self.options = {**{k: o.default for k, o in self.options.items() if o.default is not None}, **options}
         self.stop = threading.Event()  # set when the session ends: a running binary is ended
 
@@ -187,6 +191,10 @@ class Transport(ABC):
         """Copy a file from the device (remote as push() takes it)."""
         raise InfrastructureError(f"the {self.name} transport cannot copy files from the device")
 
+    def collect_counts(self) -> None:  # noqa: B027 - optional hook
+        """--ondevice-coverage: bring the counts the device's binaries wrote back to
+        self.coverage's directory (nothing to do where they run on this machine)."""
+
     def reopen(self) -> None:
         """Connect again after a dropped connection, cleaning up what the lost one left."""
         self.close()
@@ -245,6 +253,9 @@ class Combined(Transport):
                 f"{self.board.name} runs its firmware only (device.flash(...)), no command {args!r}"
             )
         return self.console.listen(lambda: self.loader.start(deployed), self.loader.stop_program)
+
+    def collect_counts(self) -> None:
+        self.loader.collect_counts()
 
     def reopen(self) -> None:
         self.loader.reopen()

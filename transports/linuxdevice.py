@@ -291,6 +291,8 @@ class LinuxDevice(Transport):
             f"env -i PATH={self.path_env} HOME={q(self.scratch)} TMPDIR={q(self.scratch)} "
             f"ONDEVICE_SESSION={self.sid} ONDEVICE_RUN={token}"
         )
+        if self.coverage is not None:  # an instrumented binary's counts: brought back at the end
+            env += f" GCOV_PREFIX={q(self._counts_dir())} GCOV_PREFIX_STRIP={self.coverage[0]}"
         checks = [
             f"cd {q(deployed.cwd or self.scratch)} && echo $$ > {q(pidfile)} || {_pre('scratch', 125)}",
             f"[ -f {binary} ] || {_pre('missing', 127)}",
@@ -385,11 +387,34 @@ class LinuxDevice(Transport):
             with contextlib.suppress(InfrastructureError):
                 self._exec(f"ondevice_kill ONDEVICE_SESSION={sid}; rm -rf {shlex.quote(scratch)}")
 
+    def _counts_dir(self) -> str:
+        """Where instrumented binaries write their counts: the session's, merged run by run."""
+        return f"{self.scratch}/gcda"
+
+    def collect_counts(self) -> None:
+        """The session's .gcda files, into a directory of this device and session (another
+        device's counts for the same objects are merged by the report, not overwritten)."""
+        if self.coverage is None or not self.scratch:
+            return
+        fs = self._fs("deploy")
+        try:
+            names = [n for n in fs.listdir(self._counts_dir()) if n.endswith(".gcda")]
+        except OSError:
+            return  # nothing instrumented ran here
+        into = self.coverage[1] / f"remote-{_safe(self.where)}-{self.sid}"
+        into.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            with contextlib.suppress(OSError):
+                fs.get(f"{self._counts_dir()}/{name}", str(into / name))
+
     def _end_session(self) -> None:
-        """Kill what still runs, bound the device cache, let the keeper clean up."""
+        """Kill what still runs, bring coverage counts back, bound the device cache, let
+        the keeper clean up."""
         with contextlib.suppress(Exception):
             for token, pidfile in list(self._running.items()):  # runs not yet ended by the stop flag
                 self._kill_run(pidfile, token)
+        with contextlib.suppress(Exception):
+            self.collect_counts()
         if self.cache is not None and self.cache.used():  # once per session, not per push
             with contextlib.suppress(Exception):
                 keep = int(self.options.get("cache_entries", DEFAULT_CACHE_ENTRIES))
@@ -398,6 +423,10 @@ class LinuxDevice(Transport):
             if self.keeper is not None:
                 self.keeper.finish()
         self.keeper = None
+
+
+def _safe(text: str) -> str:
+    return re.sub(r"[^\w.-]+", "_", text)[:60] or "device"
 
 
 def _pre(what: str, code: int) -> str:

@@ -45,6 +45,7 @@ class Devices:
         self._opener = opener
         self._stopping = stopping
         self._lock = threading.Lock()
+        self.coverage: tuple[int, Path] | None = None  # set by the session when it instruments
 
     # -- which devices -----------------------------------------------------------------
     def for_board(self, board: str) -> list[Device]:
@@ -123,6 +124,7 @@ class Devices:
         transport = transports.create(board, table, where, self.settings.transport_options, self.settings.console)
         if self._stopping.is_set():
             transport.stop.set()
+        transport.coverage = self.coverage
         transport.open()
         self._transports[device.name] = transport
         return transport
@@ -148,6 +150,12 @@ class Devices:
         transport = self._transports.pop(device.name, None)
         if transport is not None:
             transport.close()
+
+    def collect_counts(self) -> None:
+        """--ondevice-coverage: every open device brings its binaries' counts back."""
+        for transport in list(self._transports.values()):
+            with contextlib.suppress(Exception):
+                transport.collect_counts()
 
     def stop(self) -> None:
         """The session is ending: a run still going (run-ahead, Ctrl-C) ends now."""

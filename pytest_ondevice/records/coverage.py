@@ -47,9 +47,15 @@ def gcov_for(compiler: list[str]) -> list[str]:
     return [str(directory / gcov) if directory else gcov]
 
 
+def count_sets(data: Path) -> list[Path]:
+    """Where counts are: this machine's programs', then each remote device session's."""
+    return [data, *sorted(p for p in data.glob("remote-*") if p.is_dir())]
+
+
 def gather(data: Path) -> dict[str, BoardData]:
     """What each board compiled with instrumentation, and which counts came back."""
     boards: dict[str, BoardData] = {}
+    sets = count_sets(data)
     for note in sorted(data.glob("*.where")):
         try:
             info = json.loads(note.read_text())
@@ -58,7 +64,7 @@ def gather(data: Path) -> dict[str, BoardData]:
         board = boards.setdefault(info["board"], BoardData(compiler=info.get("compiler", [])))
         gcda = note.name.removesuffix(".where") + ".gcda"
         board.objects.append((Path(info["object"]), gcda))
-        board.counted += (data / gcda).is_file()
+        board.counted += any((s / gcda).is_file() for s in sets)
     return boards
 
 
@@ -104,25 +110,32 @@ class CoverageReport:
         return lines
 
     def _board(self, name: str, board: BoardData) -> tuple[Path, str]:
-        """The board's notes and counts side by side, read by its own gcov."""
+        """The board's notes beside each set of its counts (this machine's, each device
+        session's), read by its own gcov; the sets merged into the board's report."""
         where = self.out / name
         shutil.rmtree(where, ignore_errors=True)
-        work = where / "gcov-data"
-        work.mkdir(parents=True)
-        for obj, gcda in board.objects:
-            stem = gcda.removesuffix(".gcda")
-            notes = obj.with_name(obj.name.removesuffix(".o") + ".gcno")
-            if notes.is_file():
-                shutil.copyfile(notes, work / f"{stem}.gcno")
-            if (self.data / gcda).is_file():
-                shutil.copyfile(self.data / gcda, work / gcda)
+        gcov = " ".join(gcov_for(board.compiler))
+        parts = []
+        for n, counts in enumerate(count_sets(self.data)):
+            mine = [(obj, gcda) for obj, gcda in board.objects if (counts / gcda).is_file()]
+            if not mine:
+                continue
+            work = where / f"gcov-data-{n}"
+            work.mkdir(parents=True)
+            for obj, gcda in board.objects:  # every object's notes: one never run counts as 0 %
+                notes = obj.with_name(obj.name.removesuffix(".o") + ".gcno")
+                if notes.is_file():
+                    shutil.copyfile(notes, work / gcda.replace(".gcda", ".gcno"))
+            for _, gcda in mine:
+                shutil.copyfile(counts / gcda, work / gcda)
+            part = where / f"part-{n}.json"
+            self._gcovr([str(work), "--gcov-executable", gcov, "--json", str(part)])
+            parts.append(part)
+        adds = [arg for t in parts for arg in ("--add-tracefile", str(t))]
         trace = where / "coverage.json"
-        gcov = gcov_for(board.compiler)
         self._gcovr(
             [
-                str(work),
-                "--gcov-executable",
-                " ".join(gcov),
+                *adds,
                 "--json",
                 str(trace),
                 "--cobertura",
@@ -131,7 +144,7 @@ class CoverageReport:
                 str(where / "index.html"),
             ]
         )
-        return trace, self._summary([str(work), "--gcov-executable", " ".join(gcov)])
+        return trace, self._summary(adds)
 
     def _merged(self, traces: list[Path]) -> str:
         adds = [arg for t in traces for arg in ("--add-tracefile", str(t))]
