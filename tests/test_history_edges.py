@@ -11,6 +11,7 @@ import time
 import pytest
 from test_history import V1_SCHEMA, _rows
 
+from pytest_ondevice.records import history
 from pytest_ondevice.records.history import Bench, HistoryError, Result, Run, append_run, case_name, connect, load, now
 
 LOST = "pi-1: connection lost after 2.1 s (ssh: EOF)"
@@ -200,6 +201,35 @@ def test_a_run_opening_an_old_history_while_another_run_writes_it_waits_for_it(t
     other.close()
 
 
+def test_a_run_that_never_gets_the_lock_gives_up_at_the_busy_timeout_naming_the_file(tmp_path, monkeypatch):
+    """The wait for the switch to WAL ends with the busy timeout (60 s; 0.3 s here), as SQLite's
+    own wait does: a history held forever by another process stops the run, it does not hang it."""
+    monkeypatch.setattr(history, "BUSY_TIMEOUT", 0.3)
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as raw:
+        raw.executescript(V1_SCHEMA)
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")
+    said: list[str] = []
+
+    def open_it() -> None:
+        try:
+            connect(path).close()
+        except HistoryError as e:
+            said.append(str(e))
+
+    attempt = threading.Thread(target=open_it, daemon=True)
+    started = time.monotonic()
+    attempt.start()
+    attempt.join(5)
+    waited = time.monotonic() - started
+    other.close()  # lets a run that would wait forever go
+    assert not attempt.is_alive() and 0.3 <= waited < 2.0
+    (message,) = said
+    assert message.startswith(f"{path}: ") and message.endswith("(database is locked)")
+    assert _rows(path, "SELECT schema_version FROM meta") == [(1,)]  # not migrated by the run that gave up
+
+
 def test_an_empty_file_is_an_empty_history_and_a_missing_parent_is_made(tmp_path):
     (tmp_path / "empty.db").write_bytes(b"")
     history = load(tmp_path / "empty.db")
@@ -247,6 +277,12 @@ PHASES = """
     def test_skips():
         pytest.skip("no FPU on this board")
 
+    def test_loses_its_device(record_property):  # as a scripted test's device fixture says it
+        from pytest_ondevice.config.keys import INFRASTRUCTURE_PROPERTY
+
+        record_property(INFRASTRUCTURE_PROPERTY, "pi-1: the link went")
+        raise ConnectionError("the link went")
+
     def test_rerun_then_passes(record_property):
         record_property("rerun", "pi-1: connection lost after 2.1 s (ssh: EOF)")
         record_property("flaky", "the attempt on pi-1 ended in a crash of the binary")
@@ -271,11 +307,13 @@ def test_each_phase_decides_the_recorded_outcome_and_a_message_is_kept_short(pro
         "test_both_break": "failed",  # the code's verdict comes first
         "test_says_a_lot": "failed",
         "test_skips": "skipped",
+        "test_loses_its_device": "error",  # the device failed the call, not the code
         "test_rerun_then_passes": "passed",
         "test_takes_a_while": "passed",
     }
     assert "the rig did not power down" in got["test_teardown_breaks"].message
     assert "assert 1 == 2" in got["test_both_break"].message
+    assert "ConnectionError: the link went" in got["test_loses_its_device"].message
     assert len(got["test_says_a_lot"].message) == 500
     assert got["test_skips"].message == "Skipped: no FPU on this board"
     rerun = got["test_rerun_then_passes"]

@@ -156,6 +156,80 @@ def test_the_last_verdict_is_the_latest_runs_even_when_an_earlier_night_was_appe
     assert _flaky(load(tmp_path / "h.db")) == [("A", 1, 1, 0, "passed", ())]
 
 
+def test_a_flaky_case_s_last_verdict_is_its_last_pass_or_failure_not_a_later_error_or_skip(tmp_path):
+    history = _nights(
+        tmp_path / "h.db",
+        [_case("failed")],
+        [_case("passed")],
+        [_case("error", message="pi-2: gone")],  # the device's doing, not a verdict on the code
+        [_case("skipped")],
+        [_case("passed", "B", reruns=[LOST, "pi-3: device unreachable"])],
+    )
+    assert _flaky(history) == [
+        ("A", 1, 1, 0, "passed", ()),
+        ("B", 1, 0, 1, "passed", ("pi-3: device unreachable", LOST)),
+    ]
+    page = report._flaky_section(report.flaky(history), len(history.runs))
+    assert _table_column(page, "flaky", 8) == ["", f"pi-3: device unreachable; {LOST}"]  # one cell, latest first
+
+
+def test_each_device_s_pass_rate_counts_its_passes_and_failures_and_a_plain_python_test_is_no_device(tmp_path):
+    tool = "tests/test_tools.py::test_fleet_file_parses"
+    history = _nights(
+        tmp_path / "h.db",
+        [
+            Result(tool, "test_fleet_file_parses", "passed"),  # no board, no device: counted nowhere
+            _case("passed", "A", device="pi-1"),
+            _case("failed", "B", device="pi-1"),
+            _case("passed", "C"),
+        ],
+        [
+            Result(tool, "test_fleet_file_parses", "failed"),
+            _case("failed", "A", device="pi-1"),
+            _case("passed", "B", device="pi-1"),
+        ],
+    )
+    stats = report.devices(history)
+    assert [(s.device, s.passed, s.failed, s.pass_rate) for s in stats] == [("pi-1", 2, 2, 50.0), ("pi-2", 1, 0, 100.0)]
+    page = report._pass_rate_section(report._pyplot(), stats)
+    assert (
+        'alt="Pass rate per device: pi-1 (rpi): 50.0 % passed, 0 infrastructure errors; '
+        'pi-2 (rpi): 100.0 % passed, 0 infrastructure errors"'
+    ) in page
+    assert page.startswith('<h2>Pass rate and infrastructure errors per device</h2><img class="chart" alt="Pass rate')
+    assert page.endswith('">') and page.count("<img") == 1
+    assert report._device_errors_section(stats, history) == '<h2>Devices with errors</h2><p class="ok">None.</p>'
+
+
+def test_a_new_failure_of_a_plain_python_test_leaves_board_device_and_message_empty(tmp_path):
+    tool = "tests/test_tools.py::test_fleet_file_parses"
+    history = _nights(
+        tmp_path / "h.db",
+        [Result(tool, "test_fleet_file_parses", "passed")],
+        [Result(tool, "test_fleet_file_parses", "failed")],  # no board, no device, nothing said
+    )
+    page = report._failures_section(report.new_failures(history))
+    assert [_table_column(page, "new-failures", col)[0] for col in range(7)] == [
+        "test_fleet_file_parses",
+        "tests/test_tools.py",
+        "",
+        "",
+        "failed",
+        "passed",
+        "",
+    ]
+
+
+def test_each_damaged_value_is_an_item_of_its_own_and_the_page_s_default_limit_is_5_percent(tmp_path):
+    history = _nights(tmp_path / "h.db", [_case("passed")])
+    history.damaged = ["one", "two"]
+    assert report._damaged_section(history).endswith(
+        '<ul class="damaged"><li class="msg">one</li><li class="msg">two</li></ul>'
+    )
+    out = report.write(history, tmp_path / "r.html", warn=lambda line: None)
+    assert "<h2>Newly slow kernels (over 5 %)</h2>" in out.read_text()
+
+
 # -- the rest of the page: what it says first, the new failures, the slow kernels ----------
 
 
