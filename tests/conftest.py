@@ -22,6 +22,14 @@ import pytest_ondevice.hooks  # noqa: F401
 with contextlib.suppress(ImportError):
     import importlib_metadata  # noqa: F401
 
+# matplotlib (the nightly report's charts), for the same reason: a test that renders a report
+# after an in-process run found it dropped, and its native parts cannot be imported twice
+with contextlib.suppress(ImportError):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot
+
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 

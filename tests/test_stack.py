@@ -230,3 +230,53 @@ def test_a_hosted_binarys_peak_resident_memory_is_its_own(project):
     assert 8 << 20 <= rss < 12 << 20, rss
     assert "ondevice_peak_rss_bytes" not in props["TouchesEightMiB"]
     result.stdout.fnmatch_lines(["*peak resident memory per binary*", "host: peak resident memory of 1 binaries*"])
+
+
+def _stack_history(path, nights: list[dict[str, float]]):
+    from pytest_ondevice.records.history import Bench, Result, Run, append_run, connect, load
+
+    db = connect(path)
+    for day, figures in enumerate(nights, start=1):
+        run = Run(started=f"2026-11-{day:02d}T02:00:05+00:00", finished=f"2026-11-{day:02d}T02:14:09+00:00")
+        result = Result("s_test.c::A[bluepill]", "A", "passed", board="bluepill")
+        benches = [
+            Bench(f"s_test.c::{c}[bluepill]", c, f"stack:{c}", "bytes", v, v, v, board="bluepill", deterministic=True)
+            for c, v in figures.items()
+        ]
+        append_run(db, run, [result], benches)
+    db.close()
+    return load(path)
+
+
+def test_the_report_lists_the_stacks_that_grew_and_draws_the_grown_then_the_deepest_first(tmp_path):
+    import re
+
+    from pytest_ondevice.records import report
+
+    steady = {"Deep": 3000, "Steady": 500}
+    history = _stack_history(
+        tmp_path / "h.db", [{"Grows": 1000, **steady}, {"Grows": 1000, **steady}, {"Grows": 1200, **steady}]
+    )
+    page = report.render(history)
+    section = page.split("<h2>Stack high-water per case</h2>", 1)[1]
+    assert (
+        '<p>Deeper than before by more than 5 %:</p><table class="deeper-stacks"><thead><tr><th>case</th>'
+        "<th>board</th><th>reference (bytes)</th><th>latest (bytes)</th><th>change</th></tr></thead><tbody><tr>"
+        '<td>Grows</td><td>bluepill</td><td class="num">1 000</td><td class="num">1 200</td>'
+        '<td class="num bad">+20.0 %</td></tr></tbody></table>' in section
+    )
+    assert re.findall(r'alt="stack:(\w+) on bluepill', section) == ["Grows", "Deep", "Steady"]
+    assert "more cases not drawn" not in section
+
+
+def test_the_report_draws_at_most_its_panel_count_and_says_how_many_more(tmp_path):
+    from pytest_ondevice.records import report
+
+    many = {f"C{n:02d}": 100 + n for n in range(report.MAX_PANELS + 2)}
+    page = report.render(_stack_history(tmp_path / "h.db", [many]))
+    section = page.split("<h2>Stack high-water per case</h2>", 1)[1]
+    assert section.count('<img class="chart"') == report.MAX_PANELS
+    assert "<p>Deeper than before" not in section
+    assert '<p class="muted">2 more cases not drawn (the deepest come first).</p>' in section
+    assert f'alt="stack:C{report.MAX_PANELS + 1:02d} on bluepill' in section  # the deepest is drawn
+    assert 'alt="stack:C00 on bluepill' not in section  # the shallowest is not
