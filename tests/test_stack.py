@@ -258,6 +258,7 @@ def test_the_report_lists_the_stacks_that_grew_and_draws_the_grown_then_the_deep
         tmp_path / "h.db", [{"Grows": 1000, **steady}, {"Grows": 1000, **steady}, {"Grows": 1200, **steady}]
     )
     page = report.render(history)
+    assert re.search(r"</(div|p)><h2>Stack high-water per case</h2><p>", page)  # its own section, after latency
     section = page.split("<h2>Stack high-water per case</h2>", 1)[1]
     assert (
         '<p>Deeper than before by more than 5 %:</p><table class="deeper-stacks"><thead><tr><th>case</th>'
@@ -267,6 +268,8 @@ def test_the_report_lists_the_stacks_that_grew_and_draws_the_grown_then_the_deep
     )
     assert re.findall(r'alt="stack:(\w+) on bluepill', section) == ["Grows", "Deep", "Steady"]
     assert "more cases not drawn" not in section
+    plain = report.render(_stack_history(tmp_path / "none.db", [{}]))  # no stack figures: no section at all
+    assert "Stack high-water" not in plain and re.search(r"</(div|p)></body></html>\n$", plain)
 
 
 def test_the_report_draws_at_most_its_panel_count_and_says_how_many_more(tmp_path):
@@ -277,6 +280,7 @@ def test_the_report_draws_at_most_its_panel_count_and_says_how_many_more(tmp_pat
     section = page.split("<h2>Stack high-water per case</h2>", 1)[1]
     assert section.count('<img class="chart"') == report.MAX_PANELS
     assert "<p>Deeper than before" not in section
-    assert '<p class="muted">2 more cases not drawn (the deepest come first).</p>' in section
+    end = '</div><p class="muted">2 more cases not drawn (the deepest come first).</p></body></html>\n'
+    assert section.endswith(end)
     assert f'alt="stack:C{report.MAX_PANELS + 1:02d} on bluepill' in section  # the deepest is drawn
     assert 'alt="stack:C00 on bluepill' not in section  # the shallowest is not
