@@ -124,3 +124,13 @@ def test_the_firmware_example_flashed_over_swd_and_driven_through_a_real_tty(pro
             "-v", "examples/scripted/firmware", f"--console=uart:{board.uart_tty}@115200", board="bluepill-swd-usart"
         )
     assert outcomes(result) == dict.fromkeys(FIRMWARE, "PASSED"), result.stdout.str()
+
+
+def test_the_demo_runs_the_whole_examples_tree_on_bluepill_qemu_with_nothing_failing(project):
+    """scripts/demo.sh's command: the scripted examples for other boards are skipped, saying
+    why (the firmware one needs a runtime that reads a UART), never errors."""
+    shutil.copytree(EXAMPLES, project.path / "examples", ignore=shutil.ignore_patterns("__pycache__", "target"))
+    result = project.run("examples", "-rs", board="bluepill-qemu")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed", 0) > 10 and not outcomes.get("failed") and not outcomes.get("errors"), outcomes
+    result.stdout.fnmatch_lines(["*bluepill-qemu's runtime does not read a UART: use bluepill-qemu-uart*"])
