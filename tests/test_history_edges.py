@@ -227,6 +227,7 @@ def test_a_run_that_never_gets_the_lock_gives_up_at_the_busy_timeout_naming_the_
     assert not attempt.is_alive() and 0.3 <= waited < 2.0
     (message,) = said
     assert message.startswith(f"{path}: ") and message.endswith("(database is locked)")
+    assert "held the history locked for the whole busy timeout (0.3 s)" in message and "not a usable" not in message
     assert _rows(path, "SELECT schema_version FROM meta") == [(1,)]  # not migrated by the run that gave up
 
 

@@ -165,6 +165,11 @@ def connect(path: Path) -> sqlite3.Connection:
         _prepare(db, path)
     except sqlite3.Error as e:
         db.close()
+        if "locked" in str(e):  # a usable file that another run held for the whole busy timeout
+            raise HistoryError(
+                f"{path}: another process held the history locked for the whole busy timeout "
+                f"({BUSY_TIMEOUT:g} s): is a run stuck? Try again once it has ended ({e})"
+            ) from None
         raise HistoryError(f"{path}: not a usable pytest-ondevice history file ({e})") from None
     except BaseException:
         db.close()
