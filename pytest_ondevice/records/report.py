@@ -424,13 +424,20 @@ def _trends(plt, history: History, all_series: list[Series], slow: list[Series],
     )
     slow_keys = {(s.board, s.name) for s in slow}
     ordered = sorted(all_series, key=lambda s: ((s.board, s.name) not in slow_keys, s.board, s.name))
-    out.append('<div class="grid">')
+    out.append(_chart_grid(plt, history, ordered, threshold, "series not drawn (slow ones come first)"))
+    return "".join(out)
+
+
+def _chart_grid(plt, history: History, ordered: list[Series], threshold: float, undrawn: str) -> str:
+    """A trend chart for each series, in that order, MAX_PANELS at most; then how many were
+    left out (undrawn: what the rest are, and which come first)."""
+    out = ['<div class="grid">']
     for s in ordered[:MAX_PANELS]:
         png, alt = trend_chart(plt, s, history.runs, threshold)
         out.append(f'<img class="chart" alt="{_e(alt)}" title="{_e(alt)}" src="data:image/png;base64,{png}">')
     out.append("</div>")
     if len(ordered) > MAX_PANELS:
-        out.append(f'<p class="muted">{len(ordered) - MAX_PANELS} more series not drawn (slow ones come first).</p>')
+        out.append(f'<p class="muted">{len(ordered) - MAX_PANELS} more {undrawn}.</p>')
     return "".join(out)
 
 
@@ -453,14 +460,8 @@ def _stack_section(plt, history: History, stacks: list[Series], deeper: list[Ser
         ]
         out.append(f"<p>Deeper than before by more than {threshold:g} %:</p>")
         out.append(_table(["case", "board", "reference (bytes)", "latest (bytes)", "change"], rows, "deeper-stacks"))
-    out.append('<div class="grid">')
     ordered = sorted(stacks, key=lambda s: (s not in deeper, -s.latest))
-    for s in ordered[:MAX_PANELS]:
-        png, alt = trend_chart(plt, s, history.runs, threshold)
-        out.append(f'<img class="chart" alt="{_e(alt)}" title="{_e(alt)}" src="data:image/png;base64,{png}">')
-    out.append("</div>")
-    if len(ordered) > MAX_PANELS:
-        out.append(f'<p class="muted">{len(ordered) - MAX_PANELS} more cases not drawn (the deepest come first).</p>')
+    out.append(_chart_grid(plt, history, ordered, threshold, "cases not drawn (the deepest come first)"))
     return "".join(out)
 
 
