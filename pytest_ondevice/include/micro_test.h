@@ -439,6 +439,7 @@ extern uint32_t ondevice_stack_bottom[] __attribute__((weak));
 static OD_UNUSED uintptr_t od_stack_main; /* the frame of main (v1) or of the v2 runner: the base */
 static OD_UNUSED uintptr_t od_stack_base, od_stack_top, od_stack_low;
 static OD_UNUSED long od_stack_used = -1;
+static OD_UNUSED long od_stack_case_limit; /* the running case's budget, found once by od_stack_take */
 static OD_UNUSED int od_stack_edge; /* 1: the painted region's bottom word was written */
 static OD_UNUSED struct {
   const char *name;
@@ -523,6 +524,7 @@ __attribute__((noinline)) static OD_UNUSED void od_stack_take(const char *suite,
   const volatile uint32_t *p;
   long limit;
   od_stack_used = -1;
+  od_stack_case_limit = 0;
   if (!od_stack_top) return;
   for (p = (const volatile uint32_t *)od_stack_low; (uintptr_t)p < od_stack_top && *p == OD_STACK_PATTERN; ++p) {
   }
@@ -531,7 +533,7 @@ __attribute__((noinline)) static OD_UNUSED void od_stack_take(const char *suite,
   od_stack_edge = (uintptr_t)p < od_stack_low + ONDEVICE_STACK_GUARD;
   /* untouched: the case stayed within main's frame and the margin, counted whole */
   od_stack_used = (long)(od_stack_base - ((uintptr_t)p >= od_stack_top ? od_stack_top : (uintptr_t)p));
-  limit = od_stack_limit_of(suite, name);
+  limit = od_stack_case_limit = od_stack_limit_of(suite, name);
 #ifndef OD_STACK_HOSTED
   if (od_stack_edge) {
     MicroPrintf("FAIL: stack overflow: the case reached the last %d bytes of the stack or ran past its "
@@ -549,7 +551,7 @@ __attribute__((noinline)) static OD_UNUSED void od_stack_take(const char *suite,
 }
 
 static inline OD_UNUSED void od_stack_report(const char *suite, const char *name) {
-  long bytes = od_stack_limit_of(suite, name);
+  long bytes = od_stack_case_limit;
   const char *edge = "";
   if (od_stack_used < 0) return;
   if (od_stack_edge) {
