@@ -131,34 +131,33 @@ class CoverageReport:
             part = where / f"part-{n}.json"
             self._gcovr([str(work), "--gcov-executable", gcov, "--json", str(part)])
             parts.append(part)
-        adds = [arg for t in parts for arg in ("--add-tracefile", str(t))]
         trace = where / "coverage.json"
+        return trace, self._report(parts, where, ["--json", str(trace)])
+
+    def _merged(self, traces: list[Path]) -> str:
+        return self._report(traces, self.out)
+
+    def _report(self, traces: list[Path], where: Path, more: tuple[str, ...] | list[str] = ()) -> str:
+        """The traces merged into one report in where (Cobertura, HTML, and more), its
+        summary line read from the same gcovr run."""
+        adds = [arg for t in traces for arg in ("--add-tracefile", str(t))]
+        summary = where / "summary.json"
         self._gcovr(
             [
                 *adds,
-                "--json",
-                str(trace),
+                *more,
                 "--cobertura",
                 str(where / "coverage.xml"),
                 "--html-details",
                 str(where / "index.html"),
+                "--json-summary",
+                str(summary),
             ]
         )
-        return trace, self._summary(adds)
-
-    def _merged(self, traces: list[Path]) -> str:
-        adds = [arg for t in traces for arg in ("--add-tracefile", str(t))]
-        self._gcovr(
-            [*adds, "--cobertura", str(self.out / "coverage.xml"), "--html-details", str(self.out / "index.html")]
-        )
-        return self._summary(adds)
-
-    def _summary(self, args: list[str]) -> str:
-        out = self._gcovr([*args, "--json-summary", "-"])
         try:
-            data = json.loads(out)
-        except ValueError:
-            raise CoverageError(f"gcovr's summary is not JSON: {out[:200]!r}") from None
+            data = json.loads(summary.read_text())
+        except (OSError, ValueError) as e:
+            raise CoverageError(f"gcovr's summary {summary} cannot be read: {e}") from None
         parts = []
         for what, plural in (("line", "lines"), ("function", "functions"), ("branch", "branches")):
             total, covered = data.get(f"{what}_total", 0), data.get(f"{what}_covered", 0)
@@ -166,7 +165,7 @@ class CoverageReport:
                 parts.append(f"{plural} {covered / total:.1%} ({covered} of {total})")
         return ", ".join(parts) or "no code under test was compiled with instrumentation"
 
-    def _gcovr(self, args: list[str]) -> str:
+    def _gcovr(self, args: list[str]) -> None:
         excluded = [arg for p in self.test_patterns for arg in ("--exclude", fnmatch.translate(f"*{p}"))]
         # our header's lines (in a test's own object) are mapped to ondevice-include/: not the code under test
         argv = [
@@ -187,4 +186,3 @@ class CoverageReport:
             if "No module named gcovr" in proc.stderr:
                 raise CoverageError("the report needs gcovr: pip install 'pytest-ondevice[coverage]'")
             raise CoverageError(f"gcovr failed ({proc.returncode}): {proc.stderr.strip()[-600:]}")
-        return proc.stdout
