@@ -59,3 +59,32 @@ def test_discovery_of_a_file_whose_cases_are_made_by_a_macro_is_empty():
     src = "#define MYTEST(n) TF_LITE_MICRO_TEST(n)\nTF_LITE_MICRO_TESTS_BEGIN\nMYTEST(A) {}\nTF_LITE_MICRO_TESTS_END\n"
     assert find_cases(src) == []
     assert device_names([]) == ()
+
+
+def test_a_stack_record_belongs_to_the_running_case_and_a_malformed_one_is_log():
+    from pytest_ondevice.formats.protocol import TestOutputParser
+
+    n = "0123456789abcdef"
+    parser = TestOutputParser()
+    for line in [
+        f"#ondevice nonce {n}",
+        f"#ondevice {n} case A",
+        f"#ondevice {n} stack B 999",  # names another case: not A's figure, nor B's
+        f"#ondevice {n} stack A 12x",  # not a number
+        f"#ondevice {n} stack A 400 limit=300",
+        f"#ondevice {n} end A failed",
+        f"#ondevice {n} case C",
+        f"#ondevice {n} stack C 64 beyond",
+        f"#ondevice {n} end C passed",
+        f"#ondevice {n} rss 2097152",
+        f"#ondevice {n} summary",
+        "~~~SOME TESTS FAILED~~~",
+    ]:
+        parser.feed_line(line)
+    benches = parser.verdicts(["A", "C"], RunEnd(exit_code=1)).benches
+    assert [(b.name, b.median, b.lower_bound) for b in benches["A"]] == [
+        ("stack:A", 400, False),
+        ("peak_rss", 2097152, False),  # the binary's, on its first case
+    ]
+    assert [(b.name, b.median, b.lower_bound) for b in benches["C"]] == [("stack:C", 64, True)]
+    assert "B" not in benches
