@@ -121,14 +121,27 @@ def _start_coverage(config: pytest.Config, session: OnDeviceSession) -> None:
         out = config.getoption("ondevice_coverage_dir")
         where = Path(out) if out else config.rootpath / "ondevice-coverage"
         boards = [session.registry.get(name) for name in selected_boards(config)]
-        bare = tuple(b.name for b in boards if b.kind == "baremetal")
-        report = CoverageReport(data, config.rootpath, where, session.settings.test_patterns, bare)
+        unmeasured = {b.name: _not_covered(session, b) for b in boards if b.kind == "baremetal"}
+        unmeasured = {name: why for name, why in unmeasured.items() if why}
+        report = CoverageReport(data, config.rootpath, where, session.settings.test_patterns, unmeasured)
         config.pluginmanager.register(report, "ondevice-coverage")
     data.mkdir(parents=True, exist_ok=True)
     config.pluginmanager.register(
         _Environment({"GCOV_PREFIX": str(data), "GCOV_PREFIX_STRIP": str(session.builder.coverage_strip)}),
         "ondevice-coverage-env",
     )
+
+
+def _not_covered(session: OnDeviceSession, board) -> str:
+    """Why a bare-metal board's code is not instrumented ("" when it is)."""
+    from .build.toolchain import ToolchainError
+
+    try:
+        if session.builder.covered(board):
+            return ""
+    except ToolchainError:  # no toolchain: its binaries are errors that name the package
+        return ""
+    return "on bare metal only GCC's builds send their counts home; this board builds with another compiler"
 
 
 class _Environment:

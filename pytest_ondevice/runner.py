@@ -34,6 +34,7 @@ from .farm.devices import Devices
 from .farm.lease import Lease
 from .formats.devlog import DeviceLog, keep_attempt_log, remove_attempt_logs
 from .placement import run_on_a_device
+from .records import coverage
 from .transports import InfrastructureError
 
 DEFAULT_TIMEOUT = 60.0
@@ -315,6 +316,10 @@ class OnDeviceSession:
                 )
             log.close(end)
             verdicts = parser.verdicts(list(spec.cases), end)
+            if self.settings.coverage and spec.board.kind == "baremetal":
+                coverage.keep_sent(
+                    coverage_data(self.settings), spec.board.name, spec.rel, verdicts.counts, verdicts.count_problems
+                )
             compiledout.skip_compiled_out(self.builder, spec, lambda: self.dir_config(spec.source), verdicts)
             return BinaryResult(verdicts, None, None, log_path, end, artifact, timeout, device, reruns=reruns)
         raise AssertionError("unreachable")  # pragma: no cover

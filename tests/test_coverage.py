@@ -16,6 +16,8 @@ from test_adb import device, phone, server  # noqa: F401 - fixtures
 from test_adb import run as adb_run
 from test_ssh import accounts, board_for_device, pi, sshd  # noqa: F401 - fixtures
 
+from pytest_ondevice.records import coverage
+
 LIB = """
 int used(int x) { return x + 1; }
 int unused(int x) {
@@ -102,15 +104,80 @@ def test_instrumented_objects_are_never_mixed_with_plain_ones(project):
     plain = project.run()
     covered = project.run("--ondevice-coverage")
     again = project.run()
-    assert build_report(plain)["compiled"] > 0
-    assert build_report(covered)["compiled"] == build_report(plain)["compiled"]  # all built again, instrumented
+    assert build_report(plain)["compiled"] == 3  # lib.c, lib_test.c and the runtime
+    assert build_report(covered)["compiled"] == 2  # both built again, instrumented; the runtime never is
     assert build_report(again)["compiled"] == 0 and build_report(again)["reused"] > 0  # the plain ones, reused
 
 
-def test_a_bare_metal_board_says_it_is_not_measured(project):
+BARE = [
+    "mps2-an386",
+    pytest.param("bluepill-qemu", marks=pytest.mark.slow),
+    pytest.param("riscv32-qemu", marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize("board", BARE)
+def test_bare_metal_sends_its_counts_over_the_output_and_they_agree_with_host_gcov(project, tmp_path, board):
     library(project)
-    result = project.run("--ondevice-coverage", board="host,bluepill-qemu")
-    result.stdout.fnmatch_lines(["bluepill-qemu: not measured (bare metal is not instrumented yet)", "host: lines*"])
+    result = project.run("-v", "--ondevice-coverage", board=board)
+    assert case_outcomes(result) == {"CallsUsed": "PASSED", "FailsAfterCalling": "FAILED"}
+    expected = host_gcov(tmp_path / "plain-gcov")
+    covered, total = expected["line_covered"], expected["line_total"]
+    result.stdout.fnmatch_lines([f"{board}: lines 25.0% ({covered} of {total}), functions 50.0% (1 of 2)*"])
+    assert functions(project.path / "ondevice-coverage" / board / "coverage.json") == {"used": 2, "unused": 0}
+    (log,) = (p.read_text() for p in project.path.rglob(f"{board}/logs/lib/lib_test.c.log"))
+    assert log.index(" gcda-end ") < log.index(" summary")  # the summary vouches for the counts
+
+
+UNUSED_TEST = """
+#include "micro_test.h"
+int unused(int x);
+TF_LITE_MICRO_TESTS_BEGIN
+TF_LITE_MICRO_TEST(CallsUnusedLow) { TF_LITE_MICRO_EXPECT_EQ(unused(1), 0); }
+TF_LITE_MICRO_TESTS_END
+"""
+CRASH_TEST = """
+#include "micro_test.h"
+int unused(int x);
+TF_LITE_MICRO_TESTS_BEGIN
+TF_LITE_MICRO_TEST(CallsUnusedHighThenCrashes) {
+  TF_LITE_MICRO_EXPECT_EQ(unused(5), 10);
+  __builtin_trap();
+}
+TF_LITE_MICRO_TESTS_END
+"""
+
+
+@pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["one-process", "xdist"])
+def test_runs_are_merged_and_a_run_that_crashed_is_named(project, workers):
+    """Each run's counts are kept apart and merged by the board's gcov-tool; a binary that
+    crashed sent nothing, which the report says instead of counting its code as run."""
+    library(project)
+    project.write("lib/unused_test.c", UNUSED_TEST)
+    project.write("lib/crash_test.c", CRASH_TEST)
+    result = project.run(*workers, "--ondevice-coverage", board="mps2-an386,host")
+    host = functions(project.path / "ondevice-coverage" / "host" / "coverage.json")
+    bare = functions(project.path / "ondevice-coverage" / "mps2-an386" / "coverage.json")
+    assert host == {"used": 2, "unused": 1}  # the host's crashed run wrote nothing either: libgcov writes at exit
+    assert bare == host
+    result.stdout.fnmatch_lines(
+        [
+            "mps2-an386: 1 of 3 runs sent no counts (they ended before their summary: lib/crash_test.c);*",
+            "mps2-an386: lines 100.0% (4 of 4)*",
+        ]
+    )
+
+
+def test_a_bare_metal_board_built_by_clang_says_it_is_not_measured(monkeypatch, tmp_path):
+    from pytest_ondevice.build import builder, toolchain
+    from pytest_ondevice.config.board import BoardRegistry
+
+    board = BoardRegistry().get("mps2-an386")
+    covering = builder.Builder(tmp_path / "build", 1, tmp_path, coverage_dir=tmp_path / "data")
+    assert covering.covered(board) and builder.COVERAGE_RUNTIME in covering.runtime_sources(board)
+    clang = toolchain.ResolvedToolchain("clang", ("clang",), ("clang++",), ("llvm-ar",), "clang")
+    monkeypatch.setattr(toolchain, "resolve", lambda board: clang)
+    assert not covering.covered(board) and builder.COVERAGE_RUNTIME not in covering.runtime_sources(board)
 
 
 @pytest.mark.slow
@@ -134,3 +201,26 @@ def test_through_adb_the_counts_come_back_from_the_phone(phone):  # noqa: F811 -
     library(phone)
     result = adb_run(phone, "--ondevice-coverage")
     result.stdout.fnmatch_lines(["android-arm64: lines 25.0% (1 of 4), functions 50.0% (1 of 2)*"])
+
+
+def test_runs_are_merged_by_gcov_tool_whatever_the_session_environment_says(tmp_path, monkeypatch):
+    """gcov-tool writes through libgcov, which reads GCOV_PREFIX: the session's own (set for
+    the programs it starts) must not send the merged counts elsewhere."""
+    (tmp_path / "lib.c").write_text(LIB)
+    (tmp_path / "main.c").write_text("int used(int);int unused(int);\nint main(int c,char**v){return unused(c)*0;}\n")
+    subprocess.run(["gcc", "--coverage", "lib.c", "main.c", "-o", "prog"], cwd=tmp_path, check=True)
+    data = tmp_path / "data"
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("GCOV_")}
+    for argv in (["./prog"], ["./prog", "a", "b", "c", "d"]):  # unused(1), then unused(5)
+        subprocess.run(argv, cwd=tmp_path, check=True, env=clean)
+        files = {p.name: p.read_bytes() for p in tmp_path.glob("*.gcda")}
+        coverage.keep_sent(data, "board", argv[0], files, [])
+        for p in tmp_path.glob("*.gcda"):
+            p.unlink()
+    monkeypatch.setenv("GCOV_PREFIX", str(tmp_path / "elsewhere"))
+    monkeypatch.setenv("GCOV_PREFIX_STRIP", "99")
+    seen = coverage.fold_sent(data, "board", ["gcc"])
+    assert seen.runs == 2 and not seen.silent
+    (merged,) = (data / "sent").glob("*.merged")
+    assert sorted(p.name for p in merged.iterdir()) == ["prog-lib.gcda", "prog-main.gcda"]
+    assert not (tmp_path / "elsewhere").exists()

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from . import elf, inputs, pkgconfig, sizecheck
-from ..config.board import Board, debian_arch
+from . import elf, inputs, pkgconfig, sizecheck, toolchain
+from ..config.board import BUILTIN_DIR, Board, debian_arch
 from ..config.dirconfig import BuildFlags, DirConfig, FileSettings
 from ..formats import NO_NEEDS, Needs
 from .store import CacheError, Entry, Store, checkpoint, key_of, unusable
@@ -36,6 +36,8 @@ from .toolchain import ResolvedToolchain
 
 T = TypeVar("T")
 INCLUDE_DIR = Path(__file__).resolve().parent.parent / "include"
+COVERAGE_RUNTIME = BUILTIN_DIR / "runtime" / "common" / "coverage.c"
+GCOV_INFO_SECTION = "ondevice_gcov_info"  # coverage.c walks it: __start_/__stop_ of a C-named section
 CXX_SUFFIXES = {".cc", ".cpp", ".cxx", ".C", ".c++"}
 # a file changed this close to a compile's start may have been read half old, half new:
 # timestamps come from a coarse kernel clock (a few ms), so allow for it
@@ -230,12 +232,14 @@ class Builder:
         settings = cfg.for_file(source, board.name, board.kind)
         flags = pkgconfig.merged(settings.flags, self._pkg_flags(board, cfg))
         if board.memory.stack_limit:  # each case's stack budget, checked by micro_test.h on the device
-            flags = pkgconfig.merged(flags, BuildFlags(defines=(f"ONDEVICE_BOARD_STACK_LIMIT={board.memory.stack_limit}",)))
+            flags = pkgconfig.merged(
+                flags, BuildFlags(defines=(f"ONDEVICE_BOARD_STACK_LIMIT={board.memory.stack_limit}",))
+            )
         if needs.pkg_config:
             flags = pkgconfig.merged(flags, self._pkg_flags(board, cfg, needs))
         own = _own_sources(source, settings, needs)
         archive = self._library(board, tc, cfg)
-        runtime = [self._compile(board, tc, src, flags) for src in board.toolchain.runtime]
+        runtime = [self._compile(board, tc, src, flags) for src in self.runtime_sources(board)]
         # a source made for this test file (its defines) sees it; a shared one (gtest's listener) is compiled once
         harness = pkgconfig.merged(flags, self._harness_flags(source, needs)) if needs.defines else flags
         objects = [self._compile(board, tc, src, harness if src in needs.sources else flags) for src in own]
@@ -455,7 +459,7 @@ class Builder:
         known from its first line instead of growing as build threads get to each binary."""
         settings = cfg.for_file(source, board.name, board.kind)
         library = cfg.flags_for(board.name, board.kind)
-        own = (*board.toolchain.runtime, *_own_sources(source, settings, needs))
+        own = (*self.runtime_sources(board), *_own_sources(source, settings, needs))
         with self._lock:
             self._planned.update((board.name, src, library) for src in cfg.sources)
             self._planned.update((board.name, src, settings.flags, needs.pkg_config) for src in own)
@@ -467,9 +471,25 @@ class Builder:
             return len(self._finished), max(len(self._planned), len(self._requested)), self._current
 
     def covered(self, board: Board) -> bool:
-        """Whether this session instruments the board's code for gcov: boards with an OS
-        (bare metal has no file system for libgcov to write its counts to)."""
-        return self.coverage_dir is not None and board.kind != "baremetal"
+        """Whether this session instruments the board's code for gcov: every board with an
+        OS, and bare metal built by GCC (its counts go home over the output: coverage.c)."""
+        if self.coverage_dir is None:
+            return False
+        return board.kind != "baremetal" or toolchain.resolve(board).kind == "gnu"
+
+    def _coverage_flags(self, board: Board, src: Path) -> list[str]:
+        """gcov's flags for one source: none for the runtime (startup runs before .bss is
+        zeroed; the dump must not count itself); on bare metal, the objects' gcov_info go
+        to a section the runtime walks instead of to constructors that write files."""
+        if not self.covered(board) or src in self.runtime_sources(board):
+            return []
+        return ["--coverage", *([f"-fprofile-info-section={GCOV_INFO_SECTION}"] if board.kind == "baremetal" else [])]
+
+    def runtime_sources(self, board: Board) -> tuple[Path, ...]:
+        """The board's runtime, and in a covered bare-metal build the counts' way home."""
+        if board.kind == "baremetal" and self.covered(board):
+            return (*board.toolchain.runtime, COVERAGE_RUNTIME)
+        return board.toolchain.runtime
 
     @property
     def coverage_strip(self) -> int:
@@ -485,7 +505,7 @@ class Builder:
             *(board.toolchain.cxxflags if cxx else board.toolchain.cflags),
             *(flags.cxxflags if cxx else flags.cflags),
             *self._session_flags,
-            *(["--coverage"] if self.covered(board) else []),
+            *self._coverage_flags(board, src),
             f"-I{INCLUDE_DIR}",
             f"-I{src.parent}",
             *(f"-I{d}" for d in flags.include_dirs),
@@ -522,7 +542,7 @@ class Builder:
         board_flags = board.toolchain.cxxflags if cxx else board.toolchain.cflags
         args = self._compile_args(board, src, flags)
         key = key_of("compile", tc.identity, self._names.args(args), self.store.digest(src))
-        covered = self.covered(board)
+        covered = bool(self._coverage_flags(board, src))
         # instrumented: a name of its own, as its .gcda file will have it (two sources may share a name)
         name = f"{src.name}.{key[:KEY_CHARS]}.o" if covered else src.name + ".o"
 
@@ -549,7 +569,7 @@ class Builder:
         """Where the notes (.gcno) of an instrumented object are, for the report: a file per
         object beside the counts, which every process of the session (xdist workers) adds to."""
         assert self.coverage_dir is not None
-        note = {"board": board.name, "object": str(obj), "compiler": list(compiler)}
+        note = {"board": board.name, "kind": board.kind, "object": str(obj), "compiler": list(compiler)}
         where = self.coverage_dir / (obj.name.removesuffix(".o") + ".where")
         with contextlib.suppress(OSError):
             where.write_text(json.dumps(note))

@@ -25,6 +25,8 @@ from itertools import pairwise
 
 from ..transports.contract import RunEnd
 from .benchline import BenchRecord, BenchRecordError, parse_record, rss_record, stack_record
+from .gcda import VERBS as GCDA_VERBS
+from .gcda import GcdaReceiver
 from .lines import BoundedLines
 
 PASS_MAGIC = "~~~ALL TESTS PASSED~~~"
@@ -122,6 +124,8 @@ class BinaryVerdicts:
     unknown: dict[str, Verdict]  # printed by the device but not found in the source
     problems: list[str]  # binary-level remarks (tally mismatch, overflow)
     benches: dict[str, list[BenchRecord]] = field(default_factory=dict)  # per case
+    counts: dict[str, bytes] = field(default_factory=dict)  # .gcda files sent over the output (bare metal)
+    count_problems: list[str] = field(default_factory=list)  # those dropped on the way, and why
 
 
 class CaseTracker:
@@ -134,6 +138,7 @@ class CaseTracker:
         self.current: CaseRecord | None = None  # the running case: its outcome is None until it ends
         self.last: CaseRecord | None = None  # the case that ended most recently
         self.dropped_cases = 0  # cases beyond MAX_CASES, counted, not kept
+        self.counts = GcdaReceiver()  # --ondevice-coverage on bare metal: gcov's counts, stamped
 
     def feed_line(self, raw: str) -> None:
         line = raw.rstrip()
@@ -192,7 +197,8 @@ class CaseTracker:
                 cases[name] = Verdict(Outcome.FAILED, NEVER_STARTED)
         wanted = set(expected)
         unknown = {n: v for n, v in verdicts.items() if n not in wanted}
-        return BinaryVerdicts(cases, unknown, problems, benches)
+        self.counts.close()
+        return BinaryVerdicts(cases, unknown, problems, benches, self.counts.files, self.counts.problems)
 
 
 class TestOutputParser(CaseTracker):
@@ -336,6 +342,8 @@ class TestOutputParser(CaseTracker):
             self.in_summary = True
         elif kind == "stack":
             self._stack(rest.strip())
+        elif kind in GCDA_VERBS:
+            self.counts.line(kind, rest)
         elif kind == "rss" and rest.strip().isdigit() and len(rest.strip()) < 19:
             self.peak_rss = int(rest.strip())
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
+from .gcda import VERBS as GCDA_VERBS
 from .protocol import (
     EXTENSION_PREFIX,
     MAX_CASES,
@@ -140,6 +141,8 @@ class CaseStream(CaseTracker):
             self.end(name, _VERDICTS[text])
         elif kind == "problem" and len(self.stamped_problems) < MAX_PROBLEMS:
             self.stamped_problems.append(rest[:MAX_LINE_CHARS])
+        elif kind in GCDA_VERBS:
+            self.counts.line(kind, rest)
         elif kind == "summary":
             counts = dict(p.partition("=")[::2] for p in rest.split())
             cases = counts.get("cases", "")

@@ -3,7 +3,9 @@ report by gcovr, per board and merged across boards.
 
 The build instruments each object and notes, beside the counts, where its notes file
 (.gcno) is (build/builder.py); an instrumented program writes its counts (.gcda) under
-GCOV_PREFIX, named after its object. At the end of the run each board's notes and counts
+GCOV_PREFIX, named after its object. A bare-metal program has no files: it sends them over
+its output (formats/gcda.py), each run's are kept apart under sent/<board>/, and the
+board's gcov-tool merges them before the report. At the end of the run each board's notes and counts
 are put side by side and gcovr, with the board's own gcov, reads them: a summary on the
 terminal, Cobertura XML for CI, HTML for people. Test sources are left out: the report
 is about the code they test.
@@ -13,9 +15,11 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +36,7 @@ class CoverageError(Exception):
 class BoardData:
     objects: list[tuple[Path, str]] = field(default_factory=list)  # (object, its .gcda name)
     compiler: list[str] = field(default_factory=list)
+    kind: str = ""  # the board's: bare metal sends its counts over the output
     counted: int = 0  # objects whose counts came back
 
 
@@ -47,35 +52,134 @@ def gcov_for(compiler: list[str]) -> list[str]:
     return [str(directory / gcov) if directory else gcov]
 
 
+def gcov_tool_for(compiler: list[str]) -> str:
+    """The gcov-tool that merges what this compiler's programs counted: arm-none-eabi-gcc ->
+    arm-none-eabi-gcov-tool (only GCC's bare-metal builds send counts to merge)."""
+    gcov = gcov_for(compiler)[0]
+    head, _, tail = Path(gcov).name.rpartition("gcov")
+    name = f"{head}gcov-tool{tail}"
+    return str(Path(gcov).with_name(name)) if "/" in gcov else name
+
+
 def count_sets(data: Path) -> list[Path]:
-    """Where counts are: this machine's programs', then each remote device session's."""
-    return [data, *sorted(p for p in data.glob("remote-*") if p.is_dir())]
+    """Where counts are: this machine's programs', each remote device session's, and what
+    each bare-metal board sent (merged by fold_sent)."""
+    remote = sorted(p for p in data.glob("remote-*") if p.is_dir())
+    return [data, *remote, *sorted(p for p in (data / "sent").glob("*.merged") if p.is_dir())]
+
+
+def keep_sent(data: Path, board: str, binary: str, files: dict[str, bytes], problems: list[str]) -> None:
+    """One run's counts, sent over its output: a directory of their own (runs of one
+    board, on several devices or xdist workers, never write into each other's)."""
+    where = data / "sent" / board
+    where.mkdir(parents=True, exist_ok=True)
+    run = Path(tempfile.mkdtemp(prefix="run-", dir=where))
+    for name, content in files.items():
+        (run / name).write_bytes(content)
+    (run / "run.json").write_text(json.dumps({"binary": binary, "files": len(files), "problems": problems}))
+
+
+@dataclass
+class SentRuns:
+    runs: int = 0
+    silent: list[str] = field(default_factory=list)  # binaries that sent no counts
+    problems: list[str] = field(default_factory=list)
+
+
+def fold_sent(data: Path, board: str, compiler: list[str]) -> SentRuns:
+    """Every run's counts of a board merged into sent/<board>.merged by its gcov-tool."""
+    seen = SentRuns()
+    data = data.resolve()  # gcov-tool enters the first directory before it reads the second
+    runs = sorted(p for p in (data / "sent" / board).glob("run-*") if p.is_dir())
+    merged = data / "sent" / f"{board}.merged"
+    shutil.rmtree(merged, ignore_errors=True)
+    tool = [gcov_tool_for(compiler)]
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("GCOV_")}  # gcov-tool would write under them
+    for run in runs:
+        try:
+            info = json.loads((run / "run.json").read_text())
+        except (OSError, ValueError):
+            continue
+        seen.runs += 1
+        seen.problems += [f"{info['binary']}: {p}" for p in info.get("problems", [])]
+        if not info.get("files"):
+            seen.silent.append(info["binary"])
+            continue
+        if not merged.exists():
+            shutil.copytree(run, merged, ignore=shutil.ignore_patterns("run.json"))
+            continue
+        out = merged.with_name(merged.name + ".next")
+        shutil.rmtree(out, ignore_errors=True)
+        try:
+            proc = subprocess.run(
+                [*tool, "merge", str(merged), str(run), "-o", str(out)],
+                env=clean,
+                capture_output=True,
+                text=True,
+                timeout=GCOVR_TIMEOUT,
+            )
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise CoverageError(f"{tool[0]} could not merge the runs' counts: {e}") from None
+        if proc.returncode != 0 or not out.is_dir():
+            said = (proc.stderr.strip() or proc.stdout.strip())[-400:]
+            raise CoverageError(f"{tool[0]} merge failed ({proc.returncode}): {said}")
+        shutil.rmtree(merged)
+        out.rename(merged)
+    return seen
 
 
 def gather(data: Path) -> dict[str, BoardData]:
-    """What each board compiled with instrumentation, and which counts came back."""
+    """What each board compiled with instrumentation."""
     boards: dict[str, BoardData] = {}
-    sets = count_sets(data)
     for note in sorted(data.glob("*.where")):
         try:
             info = json.loads(note.read_text())
         except (OSError, ValueError):
             continue
-        board = boards.setdefault(info["board"], BoardData(compiler=info.get("compiler", [])))
-        gcda = note.name.removesuffix(".where") + ".gcda"
-        board.objects.append((Path(info["object"]), gcda))
-        board.counted += any((s / gcda).is_file() for s in sets)
+        board = boards.setdefault(
+            info["board"], BoardData(compiler=info.get("compiler", []), kind=info.get("kind", ""))
+        )
+        board.objects.append((Path(info["object"]), note.name.removesuffix(".where") + ".gcda"))
     return boards
+
+
+def count(data: Path, boards: dict[str, BoardData]) -> None:
+    """Which objects' counts came back, once every board's sent counts are merged."""
+    sets = count_sets(data)
+    for board in boards.values():
+        board.counted = sum(any((s / gcda).is_file() for s in sets) for _, gcda in board.objects)
+
+
+def _sent_notes(board: str, sent: SentRuns | None) -> list[str]:
+    """What a reader must know of a bare-metal board's figures: runs that sent nothing (they
+    ended before their summary) and files damaged on the way count as never run."""
+    if sent is None:
+        return []
+    lines = []
+    if sent.silent:
+        names = ", ".join(sent.silent[:5]) + (f" and {len(sent.silent) - 5} more" if len(sent.silent) > 5 else "")
+        lines.append(
+            f"{board}: {len(sent.silent)} of {sent.runs} runs sent no counts (they ended before their summary: "
+            f"{names}); their code counts as never run"
+        )
+    for problem in sent.problems[:5]:
+        lines.append(f"{board}: counts dropped: {problem}")
+    return lines
 
 
 class CoverageReport:
     """--ondevice-coverage: registered on the controller; writes the report at the end."""
 
     def __init__(
-        self, data: Path, rootdir: Path, out: Path, test_patterns: tuple[str, ...], bare: tuple[str, ...] = ()
+        self,
+        data: Path,
+        rootdir: Path,
+        out: Path,
+        test_patterns: tuple[str, ...],
+        unmeasured: dict[str, str] | None = None,
     ) -> None:
         self.data, self.rootdir, self.out, self.test_patterns = data, rootdir, out, test_patterns
-        self.bare = bare  # the selected bare-metal boards: not instrumented
+        self.unmeasured = unmeasured or {}  # selected boards this session cannot instrument, and why
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter) -> None:
@@ -85,13 +189,29 @@ class CoverageReport:
 
     def write(self) -> list[str]:
         boards = gather(self.data)
-        lines = [f"{name}: not measured (bare metal is not instrumented yet)" for name in self.bare]
+        lines = [f"{name}: not measured ({why})" for name, why in self.unmeasured.items()]
         if not boards:
             return lines or ["no instrumented code was built"]
+        sent: dict[str, SentRuns] = {}
+        for name, board in boards.items():
+            if (self.data / "sent" / name).is_dir():
+                try:
+                    sent[name] = fold_sent(self.data, name, board.compiler)
+                except CoverageError as e:
+                    lines.append(f"{name}: {e}")
+        count(self.data, boards)
         traces = []
         for name, board in sorted(boards.items()):
+            lines += _sent_notes(name, sent.get(name))
             if not board.counted:
-                lines.append(f"{name}: no counts came back from the device (its transport does not bring them back)")
+                why = (
+                    "no run sent them"
+                    if name in sent
+                    else "none of its binaries ran"
+                    if board.kind == "baremetal"
+                    else "its transport does not bring them back"
+                )
+                lines.append(f"{name}: no counts came back from the device ({why})")
                 continue
             try:
                 trace, summary = self._board(name, board)
