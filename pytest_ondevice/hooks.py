@@ -123,7 +123,9 @@ def _start_coverage(config: pytest.Config, session: OnDeviceSession) -> None:
         boards = [session.registry.get(name) for name in selected_boards(config)]
         unmeasured = {b.name: _not_covered(session, b) for b in boards if b.kind == "baremetal"}
         unmeasured = {name: why for name, why in unmeasured.items() if why}
-        report = CoverageReport(data, config.rootpath, where, session.settings.test_patterns, unmeasured)
+        patterns = session.settings.test_patterns
+        filters = tuple(config.getoption("ondevice_coverage_filter") or ())
+        report = CoverageReport(data, config.rootpath, where, patterns, unmeasured, filters)
         config.pluginmanager.register(report, "ondevice-coverage")
     data.mkdir(parents=True, exist_ok=True)
     config.pluginmanager.register(
@@ -359,6 +361,9 @@ class OnDevicePlugin:
         ondevice = session.config.stash.get(SESSION_KEY, None)
         if ondevice is not None and ondevice.settings.coverage:  # before the report reads them
             ondevice.devices.collect_counts()
+            report = session.config.pluginmanager.get_plugin("ondevice-coverage")
+            if report is not None:  # the controller's: written now, for the history to keep
+                report.finish()
         if ondevice is not None and hasattr(session.config, "workeroutput"):  # an xdist worker
             session.config.workeroutput["ondevice_build"] = _numbers(ondevice)
             session.config.workeroutput["ondevice_objects"] = ondevice.builder.stats.exported()

@@ -129,6 +129,14 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
         help="where the coverage report goes (default: ondevice-coverage/ under the rootdir)",
     )
     group.addoption(
+        "--ondevice-coverage-filter",
+        metavar="REGEX",
+        action="append",
+        default=[],
+        help="report only the source files matching REGEX (gcovr's --filter, relative to the rootdir; "
+        "repeatable), e.g. 'tensorflow/lite/micro/kernels/fully_connected'",
+    )
+    group.addoption(
         "--build-only",
         action="store_true",
         help="build every selected binary (size checks included) but run nothing",

@@ -64,6 +64,7 @@ class OnDeviceSession:
             settings.cache_dir,
             settings.cache_shared,
             coverage_data(settings) if settings.coverage else None,
+            settings.test_patterns,
         )
         self._build_pool = ThreadPoolExecutor(max_workers=max(2, settings.jobs * 2))
         self._builds: dict[tuple[str, Path], Future] = {}

@@ -224,3 +224,31 @@ def test_runs_are_merged_by_gcov_tool_whatever_the_session_environment_says(tmp_
     (merged,) = (data / "sent").glob("*.merged")
     assert sorted(p.name for p in merged.iterdir()) == ["prog-lib.gcda", "prog-main.gcda"]
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_the_history_keeps_each_nights_figures_and_the_report_shows_what_fell(project, tmp_path):
+    """Two nights with --history: the second calls unused() no more. The history keeps each
+    board's figures, whole and per file; the morning report names lib.c as fallen."""
+    from pytest_ondevice.cli import main
+    from pytest_ondevice.records import history
+
+    library(project)
+    project.write("lib/unused_test.c", UNUSED_TEST)
+    db = project.path / "history.db"
+    project.run("--ondevice-coverage", f"--history={db}", board="host,mps2-an386")
+    (project.path / "lib" / "unused_test.c").unlink()
+    project.run("--ondevice-coverage", f"--history={db}", board="host,mps2-an386")
+    kept = history.load(db)
+    whole = {(c.run_id, c.board): c for c in kept.coverage if c.file is None}
+    assert {board for _, board in whole} == {"host", "mps2-an386", None}
+    first, second = (run.id for run in kept.runs)
+    for board in ("host", "mps2-an386", None):
+        assert (whole[first, board].line_covered, whole[first, board].line_total) == (4, 4)
+        assert (whole[second, board].line_covered, whole[second, board].line_total) == (1, 4)
+    assert {c.file for c in kept.coverage if c.file} == {"lib/lib.c"}
+    page = tmp_path / "nightly.html"
+    assert main(["report", str(db), "--html", str(page)]) == 0
+    text = page.read_text()
+    assert "<h2>Code coverage</h2>" in text and "25.0 % (1 of 4)" in text and "-75.0 points" in text
+    fell = text.split("Files whose line coverage fell")[1]
+    assert "lib/lib.c" in fell and "100.0 % (4 of 4)" in fell

@@ -39,3 +39,12 @@ def test_the_nightly_script_runs_the_farm_and_writes_junit_history_and_the_repor
     assert (out / "junit.xml").stat().st_size > 0
     page = (out / "nightly.html").read_text()
     assert page.count('class="chart"') >= 1
+    # coverage of both boards, the two Blue Pill devices' counts merged, kept for each night
+    assert "bluepill-qemu: lines" in done.stdout and "mps2-an386: lines" in done.stdout
+    assert (out / "coverage" / "coverage.xml").is_file() and (
+        out / "coverage" / "bluepill-qemu" / "index.html"
+    ).is_file()
+    with sqlite3.connect(out / "history.db") as db:
+        nights = db.execute("SELECT COUNT(DISTINCT run_id) FROM coverage WHERE board IS NULL AND file IS NULL")
+        assert nights.fetchone()[0] == 2
+    assert "<h2>Code coverage</h2>" in page and "<h2>Stack high-water per case</h2>" in page

@@ -26,8 +26,9 @@ esac
 
 status=0
 pytest --fleet="$FLEET" -n auto "$TESTS" -p no:cacheprovider \
-  --junitxml="$OUT/junit.xml" --bench-json="$OUT/bench.json" --history="$OUT/history.db" "$@" || status=$?
+  --junitxml="$OUT/junit.xml" --bench-json="$OUT/bench.json" --history="$OUT/history.db" \
+  --ondevice-coverage --ondevice-coverage-dir="$OUT/coverage" "$@" || status=$?
 
 pytest-ondevice report "$OUT/history.db" --html "$OUT/nightly.html" || status=${status:-1}
-echo "nightly: report in $OUT/nightly.html, JUnit in $OUT/junit.xml, history in $OUT/history.db"
+echo "nightly: report in $OUT/nightly.html, JUnit in $OUT/junit.xml, history in $OUT/history.db, coverage in $OUT/coverage/"
 exit "$status"

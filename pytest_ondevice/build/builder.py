@@ -12,6 +12,7 @@ covered by its identity. Compilers run in parallel up to `jobs` at a time.
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import json
 import os
 import platform
@@ -35,7 +36,8 @@ from .store import CacheError, Entry, Store, checkpoint, key_of, unusable
 from .toolchain import ResolvedToolchain
 
 T = TypeVar("T")
-INCLUDE_DIR = Path(__file__).resolve().parent.parent / "include"
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
+INCLUDE_DIR = PACKAGE_DIR / "include"
 COVERAGE_RUNTIME = BUILTIN_DIR / "runtime" / "common" / "coverage.c"
 GCOV_INFO_SECTION = "ondevice_gcov_info"  # coverage.c walks it: __start_/__stop_ of a C-named section
 CXX_SUFFIXES = {".cc", ".cpp", ".cxx", ".C", ".c++"}
@@ -150,12 +152,14 @@ class Builder:
         cache_dir: Path | None = None,
         cache_shared: bool | None = None,
         coverage_dir: Path | None = None,
+        test_patterns: tuple[str, ...] = (),
     ) -> None:
         """cache_shared: accept the cache entries of the members of the cache root's group
         (ondevice_cache_shared; None: from ONDEVICE_CACHE_SHARED); coverage_dir: build for
         gcov (boards with an OS) and say there where each instrumented object is."""
         self.root = root
         self.coverage_dir = coverage_dir
+        self.test_patterns = test_patterns  # the collected sources: their own functions are not counted
         self.source_root = Path(os.path.normpath(source_root or Path.cwd()))
         src = str(self.source_root)
         # the same sources give the same bytes in any checkout: paths in debug info and
@@ -481,9 +485,17 @@ class Builder:
         """gcov's flags for one source: none for the runtime (startup runs before .bss is
         zeroed; the dump must not count itself); on bare metal, the objects' gcov_info go
         to a section the runtime walks instead of to constructors that write files."""
-        if not self.covered(board) or src in self.runtime_sources(board):
-            return []
-        return ["--coverage", *([f"-fprofile-info-section={GCOV_INFO_SECTION}"] if board.kind == "baremetal" else [])]
+        if not self.covered(board) or src in self.runtime_sources(board) or src.is_relative_to(PACKAGE_DIR):
+            return []  # ours (a harness's main or listener) is not the code under test either
+        flags = ["--coverage"]
+        if any(fnmatch.fnmatch(src.name, p) for p in self.test_patterns):
+            # the test's own functions and our header's get no counters (the report leaves them out,
+            # and a small board's RAM has no room for them); what it inlines from headers under test does
+            mine = f"(^|/){re.escape(src.name)}$"
+            flags.append(f"-fprofile-exclude-files=^{re.escape(str(INCLUDE_DIR))}/;{mine}")
+        if board.kind == "baremetal":
+            flags.append(f"-fprofile-info-section={GCOV_INFO_SECTION}")
+        return flags
 
     def runtime_sources(self, board: Board) -> tuple[Path, ...]:
         """The board's runtime, and in a covered bare-metal build the counts' way home."""

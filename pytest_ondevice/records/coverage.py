@@ -167,8 +167,52 @@ def _sent_notes(board: str, sent: SentRuns | None) -> list[str]:
     return lines
 
 
+KINDS = (("line", "lines"), ("function", "functions"), ("branch", "branches"))
+FILES_LISTED = 12  # a report of at most this many files lists each on the terminal
+
+
+@dataclass
+class Figures:
+    """Covered and total lines, functions and branches: of a whole report or of one file."""
+
+    line_covered: int = 0
+    line_total: int = 0
+    function_covered: int = 0
+    function_total: int = 0
+    branch_covered: int = 0
+    branch_total: int = 0
+
+    @classmethod
+    def of(cls, summary: dict) -> Figures:
+        """From gcovr's JSON summary (the whole, or one entry of its "files")."""
+        values = {}
+        for what, _ in KINDS:
+            for part in ("covered", "total"):
+                value = summary.get(f"{what}_{part}", 0)
+                values[f"{what}_{part}"] = value if isinstance(value, int) and value >= 0 else 0
+        return cls(**values)
+
+    def summary(self) -> str:
+        parts = []
+        for what, plural in KINDS:
+            total, covered = getattr(self, f"{what}_total"), getattr(self, f"{what}_covered")
+            if total:
+                parts.append(f"{plural} {covered / total:.1%} ({covered} of {total})")
+        return ", ".join(parts) or "no code under test was compiled with instrumentation"
+
+
+@dataclass
+class Measured:
+    """One report's figures: the whole, and each source file's (path under the rootdir)."""
+
+    total: Figures
+    files: dict[str, Figures] = field(default_factory=dict)
+
+
 class CoverageReport:
-    """--ondevice-coverage: registered on the controller; writes the report at the end."""
+    """--ondevice-coverage: registered on the controller; writes the report once the devices'
+    counts are in (finish(), from the session's end), says it in the terminal summary, and
+    keeps the figures for the history (per board, None for all boards together)."""
 
     def __init__(
         self,
@@ -177,14 +221,24 @@ class CoverageReport:
         out: Path,
         test_patterns: tuple[str, ...],
         unmeasured: dict[str, str] | None = None,
+        filters: tuple[str, ...] = (),
     ) -> None:
         self.data, self.rootdir, self.out, self.test_patterns = data, rootdir, out, test_patterns
         self.unmeasured = unmeasured or {}  # selected boards this session cannot instrument, and why
+        self.filters = filters
+        self.figures: dict[str | None, Measured] = {}
+        self.lines: list[str] | None = None
+
+    def finish(self) -> list[str]:
+        """The report, written once."""
+        if self.lines is None:
+            self.lines = self.write()
+        return self.lines
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter) -> None:
         terminalreporter.section("ondevice coverage")
-        for line in self.write():
+        for line in self.finish():
             terminalreporter.write_line(line)
 
     def write(self) -> list[str]:
@@ -214,22 +268,24 @@ class CoverageReport:
                 lines.append(f"{name}: no counts came back from the device ({why})")
                 continue
             try:
-                trace, summary = self._board(name, board)
+                trace, self.figures[name] = self._board(name, board)
             except CoverageError as e:
                 lines.append(f"{name}: {e}")
                 continue
             traces.append(trace)
-            lines.append(f"{name}: {summary} ({self.out / name / 'index.html'})")
+            lines.append(f"{name}: {self.figures[name].total.summary()} ({self.out / name / 'index.html'})")
         if traces:
             try:
-                summary = self._merged(traces)
-                lines.append(f"all boards: {summary}")
+                merged = self.figures[None] = self._merged(traces)
+                lines.append(f"all boards: {merged.total.summary()}")
+                if len(merged.files) <= FILES_LISTED:
+                    lines += [f"  {path}: {f.summary()}" for path, f in sorted(merged.files.items())]
                 lines.append(f"reports: {self.out / 'coverage.xml'} (Cobertura), {self.out / 'index.html'}")
             except CoverageError as e:
                 lines.append(f"merged report: {e}")
         return lines
 
-    def _board(self, name: str, board: BoardData) -> tuple[Path, str]:
+    def _board(self, name: str, board: BoardData) -> tuple[Path, Measured]:
         """The board's notes beside each set of its counts (this machine's, each device
         session's), read by its own gcov; the sets merged into the board's report."""
         where = self.out / name
@@ -254,10 +310,10 @@ class CoverageReport:
         trace = where / "coverage.json"
         return trace, self._report(parts, where, ["--json", str(trace)])
 
-    def _merged(self, traces: list[Path]) -> str:
+    def _merged(self, traces: list[Path]) -> Measured:
         return self._report(traces, self.out)
 
-    def _report(self, traces: list[Path], where: Path, more: tuple[str, ...] | list[str] = ()) -> str:
+    def _report(self, traces: list[Path], where: Path, more: tuple[str, ...] | list[str] = ()) -> Measured:
         """The traces merged into one report in where (Cobertura, HTML, and more), its
         summary line read from the same gcovr run."""
         adds = [arg for t in traces for arg in ("--add-tracefile", str(t))]
@@ -276,17 +332,14 @@ class CoverageReport:
         )
         try:
             data = json.loads(summary.read_text())
-        except (OSError, ValueError) as e:
+            files = {str(f["filename"]): Figures.of(f) for f in data.get("files", []) if isinstance(f, dict)}
+            return Measured(Figures.of(data), files)
+        except (OSError, ValueError, KeyError, AttributeError) as e:
             raise CoverageError(f"gcovr's summary {summary} cannot be read: {e}") from None
-        parts = []
-        for what, plural in (("line", "lines"), ("function", "functions"), ("branch", "branches")):
-            total, covered = data.get(f"{what}_total", 0), data.get(f"{what}_covered", 0)
-            if total:
-                parts.append(f"{plural} {covered / total:.1%} ({covered} of {total})")
-        return ", ".join(parts) or "no code under test was compiled with instrumentation"
 
     def _gcovr(self, args: list[str]) -> None:
         excluded = [arg for p in self.test_patterns for arg in ("--exclude", fnmatch.translate(f"*{p}"))]
+        excluded += [arg for f in self.filters for arg in ("--filter", f)]
         # our header's lines (in a test's own object) are mapped to ondevice-include/: not the code under test
         argv = [
             sys.executable,

@@ -74,9 +74,22 @@ CREATE TABLE IF NOT EXISTS benches (
     deterministic INTEGER,
     record TEXT
 );
+CREATE TABLE IF NOT EXISTS coverage (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    board TEXT,
+    file TEXT,
+    line_covered INTEGER,
+    line_total INTEGER,
+    function_covered INTEGER,
+    function_total INTEGER,
+    branch_covered INTEGER,
+    branch_total INTEGER
+);
 CREATE INDEX IF NOT EXISTS results_run ON results(run_id);
+CREATE INDEX IF NOT EXISTS coverage_run ON coverage(run_id);
 CREATE INDEX IF NOT EXISTS benches_run ON benches(run_id);
 """
+# (the coverage table came later without a new version: an added table older readers ignore)
 # what each version added, to bring an older file up to SCHEMA_VERSION
 MIGRATIONS = {
     2: (
@@ -143,6 +156,26 @@ class Bench:
 
 
 @dataclass
+class Coverage:
+    """--ondevice-coverage's figures of a run: a board's (None: all boards together), of the
+    whole report (file None) or of one source file (its path under the rootdir)."""
+
+    board: str | None
+    file: str | None
+    line_covered: int = 0
+    line_total: int = 0
+    function_covered: int = 0
+    function_total: int = 0
+    branch_covered: int = 0
+    branch_total: int = 0
+    run_id: int | None = None
+
+    @property
+    def line_percent(self) -> float | None:
+        return 100.0 * self.line_covered / self.line_total if self.line_total else None
+
+
+@dataclass
 class History:
     """The runs of a history file, oldest first, with their results and latency records."""
 
@@ -151,6 +184,7 @@ class History:
     benches: list[Bench]
     total_runs: int  # in the file; runs holds the last N when load() was asked for fewer
     damaged: list[str] = field(default_factory=list)  # values that could not be read, and what was done instead
+    coverage: list[Coverage] = field(default_factory=list)
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -238,7 +272,13 @@ def _check(db: sqlite3.Connection, path: Path) -> bool:
     return True
 
 
-def append_run(db: sqlite3.Connection, run: Run, results: list[Result], benches: list[Bench]) -> int:
+_COUNTED = ("_covered", "_total")
+COVERAGE_FIELDS = [f.name for f in fields(Coverage) if f.name != "run_id"]
+
+
+def append_run(
+    db: sqlite3.Connection, run: Run, results: list[Result], benches: list[Bench], coverage: list[Coverage] = ()
+) -> int:
     """One run with its results and records, in one transaction; returns the run's id."""
     counts = {o: sum(r.outcome == o for r in results) for o in OUTCOMES}
     run.counts = counts
@@ -303,6 +343,10 @@ def append_run(db: sqlite3.Connection, run: Run, results: list[Result], benches:
                 for b in benches
             ],
         )
+        db.executemany(
+            f"INSERT INTO coverage (run_id, {', '.join(COVERAGE_FIELDS)}) VALUES (?{', ?' * len(COVERAGE_FIELDS)})",
+            [(run_id, *(getattr(c, name) for name in COVERAGE_FIELDS)) for c in coverage],
+        )
         db.execute("COMMIT")
     finally:
         if db.in_transaction:
@@ -353,7 +397,12 @@ def _read(db: sqlite3.Connection, path: Path, last: int | None) -> History:
         where = f"{path}: benches rowid={row.pop('rowid', n)} ({row['name']}, run {row['run_id']}), column record"
         row["record"] = _json(row["record"], dict, None, where, "its median, min and max are still used", damaged)
         benches.append(Bench(**{**row, "deterministic": bool(row["deterministic"])}))
-    return History(runs, results, benches, total, damaged)
+    coverage = []
+    if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'coverage'").fetchone():
+        for row in _select(db, "coverage", _fields(Coverage), chosen, limit):
+            counts = {k: v if isinstance(v, int) and v >= 0 else 0 for k, v in row.items() if k.endswith(_COUNTED)}
+            coverage.append(Coverage(**{**row, **counts}))
+    return History(runs, results, benches, total, damaged, coverage)
 
 
 def _json(text: str | None, kind: type, empty, where: str, instead: str, damaged: list[str]):
@@ -490,6 +539,7 @@ class HistoryRecorder:
         if report.failed:  # a source that cannot be collected: an error of its own
             self._note(report, "collect")
 
+    @pytest.hookimpl(trylast=True)  # after the session's own end: the coverage report is written
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         rev, dirty = git_state(self.config.rootpath)
         run = Run(
@@ -541,11 +591,23 @@ class HistoryRecorder:
         try:
             db = connect(self.path)
             try:
-                self.written = append_run(db, run, results, benches)
+                self.written = append_run(db, run, results, benches, self._coverage())
             finally:
                 db.close()
         except (HistoryError, sqlite3.Error) as e:
             self.failure = str(e)
+
+    def _coverage(self) -> list[Coverage]:
+        """--ondevice-coverage's figures, per board and all together, whole and per file."""
+        report = self.config.pluginmanager.get_plugin("ondevice-coverage")
+        if report is None:
+            return []
+        report.finish()
+        rows = []
+        for board, measured in report.figures.items():
+            for file, figures in [(None, measured.total), *measured.files.items()]:
+                rows.append(Coverage(board, file, **vars(figures)))
+        return rows
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if self.failure:

@@ -18,12 +18,13 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from .history import Bench, History, Result, Run
+from .history import Bench, Coverage, History, Result, Run
 
 DEFAULT_LAST = 30  # runs in the window the charts and tables look at
 MAX_PANELS = 24  # latency panels drawn at most; the newly slow ones first
 INSTALL_HINT = "pip install 'pytest-ondevice[report]'"
 MAX_DAMAGED = 20  # damaged values named on the page; the rest counted
+MAX_COVERAGE_FILES = 40  # files whose line coverage fell, named on the page; the rest counted
 
 
 class MatplotlibMissing(Exception):
@@ -342,6 +343,117 @@ def device_chart(plt, stats: list[DeviceStats]) -> tuple[str, str]:
     return png, "Pass rate per device: " + "; ".join(parts)
 
 
+# -- code coverage (--ondevice-coverage) ---------------------------------------------------
+
+
+def coverage_by_run(history: History) -> dict[str | None, list[tuple[int, Coverage]]]:
+    """Each board's whole-report figures (None: all boards), by index of the run in the window."""
+    index = {run.id: i for i, run in enumerate(history.runs)}
+    found: dict[str | None, list[tuple[int, Coverage]]] = defaultdict(list)
+    for c in history.coverage:
+        if c.file is None and c.run_id in index:
+            found[c.board].append((index[c.run_id], c))
+    return {board: sorted(points, key=lambda p: p[0]) for board, points in found.items()}
+
+
+def coverage_fell(history: History) -> list[tuple[str, str | None, Coverage, Coverage]]:
+    """Files whose line coverage fell between the last two runs that measured their board."""
+    by_board = coverage_by_run(history)
+    fell = []
+    for board, points in by_board.items():
+        if len(points) < 2:
+            continue
+        (latest, _), (before, _) = points[-1], points[-2]
+        runs = {history.runs[latest].id: "now", history.runs[before].id: "then"}
+        files: dict[str, dict[str, Coverage]] = defaultdict(dict)
+        for c in history.coverage:
+            if c.board == board and c.file is not None and c.run_id in runs:
+                files[c.file][runs[c.run_id]] = c
+        for file, pair in sorted(files.items()):
+            then, now = pair.get("then"), pair.get("now")
+            if then and now and (now.line_percent or 0) < (then.line_percent or 0):
+                fell.append((file, board, then, now))
+    return fell
+
+
+def _percent(covered: int, total: int) -> str:
+    return f"{100 * covered / total:.1f} % ({covered} of {total})" if total else "—"
+
+
+def coverage_chart(plt, history: History, by_board: dict[str | None, list[tuple[int, Coverage]]]) -> tuple[str, str]:
+    """Line coverage per board over the runs, one line each."""
+    fig, ax = plt.subplots(figsize=(7.4, 2.3))
+    alt = []
+    for board, points in sorted(by_board.items(), key=lambda kv: (kv[0] is not None, kv[0] or "")):
+        drawn = [(i, c.line_percent) for i, c in points if c.line_percent is not None]
+        if not drawn:
+            continue
+        xs, ys = zip(*drawn, strict=True)
+        name = board or "all boards"
+        ax.plot(xs, ys, marker="o", markersize=3, linewidth=1.6 if board is None else 1.0, label=name)
+        alt.append(f"{name}: {ys[-1]:.1f} % of lines in the latest run")
+    xs_all = tuple(sorted({i for points in by_board.values() for i, _ in points}))
+    ticks = _ticks(xs_all)
+    ax.set_xticks(
+        ticks, [f"#{history.runs[i].id} {history.runs[i].started[5:16].replace('T', ' ')}" for i in ticks], fontsize=7
+    )
+    ax.set_ylabel("% of lines", fontsize=8)
+    ax.tick_params(axis="y", labelsize=7)
+    ax.grid(True, axis="y", linewidth=0.3)
+    ax.legend(fontsize=7, loc="lower left")
+    fig.subplots_adjust(left=0.08, right=0.98, top=0.95, bottom=0.16)
+    png = _png(fig)
+    plt.close(fig)
+    return png, "Line coverage per board: " + "; ".join(alt)
+
+
+def _coverage_section(plt, history: History) -> str:
+    """The latest figures per board with the change since the run before, the files whose
+    line coverage fell, and a chart over the runs."""
+    by_board = coverage_by_run(history)
+    if not by_board:  # no run of the window measured coverage
+        return ""
+    out = ["<h2>Code coverage</h2>"]
+    rows = []
+    for board, points in sorted(by_board.items(), key=lambda kv: (kv[0] is None, kv[0] or "")):
+        i, c = points[-1]
+        change = ""
+        if len(points) > 1 and c.line_percent is not None and points[-2][1].line_percent is not None:
+            delta = c.line_percent - points[-2][1].line_percent
+            change = _td(f"{delta:+.1f} points", "num bad" if delta < 0 else "num")
+        rows.append(
+            [
+                _td(board or "all boards"),
+                _td(f"#{history.runs[i].id}"),
+                _td(_percent(c.line_covered, c.line_total), "num"),
+                _td(_percent(c.function_covered, c.function_total), "num"),
+                _td(_percent(c.branch_covered, c.branch_total), "num"),
+                change or _td("—", "num"),
+            ]
+        )
+    out.append(
+        _table(["board", "run", "lines", "functions", "branches", "lines since the run before"], rows, "coverage")
+    )
+    fell = coverage_fell(history)
+    if fell:
+        out.append("<p>Files whose line coverage fell since the run before:</p>")
+        cells = [
+            [
+                _td(file),
+                _td(board or "all boards"),
+                _td(_percent(then.line_covered, then.line_total), "num"),
+                _td(_percent(now.line_covered, now.line_total), "num bad"),
+            ]
+            for file, board, then, now in fell[:MAX_COVERAGE_FILES]
+        ]
+        out.append(_table(["file", "board", "before", "latest"], cells, "coverage-fell"))
+        if len(fell) > MAX_COVERAGE_FILES:
+            out.append(f'<p class="muted">{len(fell) - MAX_COVERAGE_FILES} more files fell.</p>')
+    png, alt = coverage_chart(plt, history, by_board)
+    out.append(f'<img class="chart" alt="{_e(alt)}" title="{_e(alt)}" src="data:image/png;base64,{png}">')
+    return "".join(out)
+
+
 # -- the page ------------------------------------------------------------------------------
 
 CSS = """
@@ -606,6 +718,7 @@ def render(history: History, threshold: float = 5.0, last: int = DEFAULT_LAST) -
         body.append(_pass_rate_section(plt, stats))
         body.append(_trends(plt, history, all_series, slow, threshold))
         body.append(_stack_section(plt, history, stacks, slow_kernels(stacks, history, threshold), threshold))
+        body.append(_coverage_section(plt, history))
     charts = sum(part.count('<img class="chart"') for part in body)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

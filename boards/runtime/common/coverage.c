@@ -30,7 +30,7 @@ static uint32_t file_bytes, file_crc;
 
 /* __gcov_info_to_gcda asks for memory only for value profiles, which --coverage does not
  * make; a fixed pool answers if a toolchain asks anyway. */
-static unsigned char pool[1024] __attribute__((aligned(8)));
+static unsigned char pool[128] __attribute__((aligned(8)));
 static unsigned pool_used;
 
 static size_t put(char *line, size_t n, const char *text) {
