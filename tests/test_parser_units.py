@@ -1,4 +1,4 @@
-"""Plain unit tests: the device log file's bound and the source scan's duplicates."""
+"""Plain unit tests: the device log file's bound, the source scan's duplicates, and whose stack record is whose."""
 
 from __future__ import annotations
 
@@ -88,3 +88,55 @@ def test_a_stack_record_belongs_to_the_running_case_and_a_malformed_one_is_log()
     ]
     assert [(b.name, b.median, b.lower_bound) for b in benches["C"]] == [("stack:C", 64, True)]
     assert "B" not in benches
+
+
+def test_the_runtimes_stack_watch_gives_the_case_that_just_ended_its_figure_and_an_overflow_fails_it_alone():
+    """TFLM's own header has no markers of ours: the bare-metal runtime prints an unstamped
+    record after each verdict line. It belongs to the case that just ended, by name; an
+    overflow fails that case without blaming the binary, whose own summary could not know."""
+    from pytest_ondevice.formats.protocol import TestOutputParser
+
+    parser = TestOutputParser()
+    for line in [
+        "[==========] Running tests.",
+        "[ RUN      ] S.A",
+        "[       OK ] S.A",
+        "#ondevice stack S.B 999",  # names another case: nobody's figure
+        "#ondevice stack S.A 4192",
+        "[ RUN      ] S.C",
+        "[       OK ] S.C",
+        "#ondevice stack S.C 16100 overflow",
+        "[==========] 2 tests ran.",
+        "[  PASSED  ] 2 tests.",
+        "~~~ALL TESTS PASSED~~~",
+    ]:
+        parser.feed_line(line)
+    result = parser.verdicts(["S.A", "S.C"], RunEnd(exit_code=0))
+    assert result.cases["S.A"].outcome.value == "passed"
+    assert result.cases["S.C"].outcome.value == "failed"
+    assert "stack overflow: the case reached the last 256 bytes of the stack (16100 bytes" in str(
+        result.cases["S.C"].message
+    )
+    assert [(b.name, b.median) for b in result.benches["S.A"]] == [("stack:S.A", 4192)]
+    assert "S.B" not in result.benches
+    assert result.problems == []  # the binary as a whole is not blamed
+
+
+def test_an_unstamped_stack_record_in_a_run_of_our_header_is_log():
+    """Our header stamps its records: an unstamped one there is the test's own output."""
+    from pytest_ondevice.formats.protocol import TestOutputParser
+
+    n = "0123456789abcdef"
+    parser = TestOutputParser()
+    for line in [
+        f"#ondevice nonce {n}",
+        f"#ondevice {n} case A",
+        "#ondevice stack A 10 overflow",
+        f"#ondevice {n} end A passed",
+        f"#ondevice {n} summary",
+        "~~~ALL TESTS PASSED~~~",
+    ]:
+        parser.feed_line(line)
+    result = parser.verdicts(["A"], RunEnd(exit_code=0))
+    assert result.cases["A"].outcome.value == "passed"
+    assert "A" not in result.benches

@@ -87,3 +87,86 @@ def test_the_recipe_runs_from_inside_the_tree_and_names_an_unset_root(tree, monk
     unset = "*ondevice.toml: 'include_dirs' entry '${FLATBUFFERS_DIR}/include' uses $FLATBUFFERS_DIR, which is not set*"
     result.stdout.fnmatch_lines([unset])
     assert result.ret != 0
+
+
+STACK_TEST = """
+#include "tensorflow/lite/micro/testing/micro_test_v2.h"
+
+static int __attribute__((noinline)) Deep(int n) {
+  volatile char buffer[4096];
+  for (int i = 0; i < 4096; i += 64) buffer[i] = static_cast<char>(n + i);
+  return buffer[n & 63] + buffer[4032];
+}
+
+static int __attribute__((noinline)) Recurse(int n) {
+  volatile char pad[512];
+  pad[0] = static_cast<char>(n);
+  return n == 0 ? pad[0] : Recurse(n - 1) + pad[0];
+}
+
+TEST(StackTest, Shallow) { EXPECT_EQ(1 + 1, 2); }
+TEST(StackTest, FourKiBArray) { EXPECT_TRUE(Deep(3) != 12345); }
+TEST(StackTest, RecursesPastTheBottom) { EXPECT_TRUE(Recurse(1000) != 7); }
+
+TF_LITE_MICRO_TESTS_MAIN
+"""
+
+
+def stack_bytes(tree, case: str, board: str) -> int:
+    """The case's stack record, as the JUnit property carries it."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.parse(tree.path / "junit.xml").getroot()
+    for testcase in root.iter("testcase"):
+        if testcase.get("name") == f"{case}[{board}]":
+            for prop in testcase.iter("property"):
+                if prop.get("name") == "ondevice_stack_bytes":
+                    return int(prop.get("value"))
+    raise AssertionError(f"no stack figure for {case}")
+
+
+def test_with_tflms_own_header_the_runtime_measures_each_cases_stack_on_bare_metal(tree):
+    """TFLM's micro_test_v2.h has no markers of ours: the runtime watches its case lines,
+    so a 4 KiB array reads as 4 KiB and more, and a recursion past the stack's bottom is an
+    overflow, not a random crash."""
+    (tree.path / "tensorflow/lite/micro/kernels/stack_test.cc").write_text(STACK_TEST)
+    result = tree.run("-v", "--junitxml=junit.xml", "tensorflow/lite/micro/kernels/stack_test.cc", board="mps2-an386")
+    outcomes = {
+        r.nodeid.split("::")[1]: r.outcome
+        for r in result.reprec.getreports("pytest_runtest_logreport")
+        if r.when == "call"
+    }
+    assert outcomes["StackTest.Shallow[mps2-an386]"] == "passed"
+    assert outcomes["StackTest.FourKiBArray[mps2-an386]"] == "passed"
+    shallow = stack_bytes(tree, "StackTest.Shallow", "mps2-an386")
+    deep = stack_bytes(tree, "StackTest.FourKiBArray", "mps2-an386")
+    assert 0 < shallow < 1024  # main, the runner and printf's frames: counted from the top of the stack
+    assert 4096 <= deep < 4096 + 512, (shallow, deep)  # the array and the frames above it
+    assert outcomes["StackTest.RecursesPastTheBottom[mps2-an386]"] == "failed"
+    assert len(outcomes) == 3  # the device could not see the overflow: no blame on the binary as a whole
+    result.stdout.fnmatch_lines(
+        ["*StackTest.RecursesPastTheBottom on mps2-an386*", "stack overflow: the case reached the last 256 bytes*"]
+    )
+
+
+def test_with_tflms_own_header_bare_metal_coverage_comes_at_exit_and_agrees_with_the_host(tree):
+    """No markers of ours: the runtime sends the counts as the program exits. The kernel's
+    figures on the Cortex-M board are the host's, line for line."""
+    import json
+
+    result = tree.run(
+        "--ondevice-coverage",
+        "--ondevice-coverage-filter=tensorflow/lite/micro/kernels/softmax",
+        "tensorflow/lite/micro/kernels/softmax_test.cc",
+        board="host,mps2-an386",
+    )
+    result.assert_outcomes(passed=4, skipped=2)
+    out = tree.path / "ondevice-coverage"
+
+    def lines(board: str) -> dict[int, int]:
+        (kernel,) = json.loads((out / board / "coverage.json").read_text())["files"]
+        assert kernel["file"] == "tensorflow/lite/micro/kernels/softmax.cc"
+        return {line["line_number"]: line["count"] for line in kernel["lines"]}
+
+    assert lines("mps2-an386") == lines("host") and any(lines("host").values())
+    result.stdout.fnmatch_lines(["host: lines 100.0% (6 of 6)*", "mps2-an386: lines 100.0% (6 of 6)*"])

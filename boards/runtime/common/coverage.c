@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "put.h"
+
 void ondevice_write(const char *data, size_t len);
 
 extern const struct gcov_info *const __start_ondevice_gcov_info[] __attribute__((weak));
@@ -24,6 +26,7 @@ extern const struct gcov_info *const __stop_ondevice_gcov_info[] __attribute__((
 #define LINE_BYTES 180 /* 240 characters of base64: the stamp costs less per byte */
 
 static const char *nonce_of_run;
+static int dumped;
 static unsigned char pending[LINE_BYTES];
 static unsigned pending_len;
 static uint32_t file_bytes, file_crc;
@@ -33,21 +36,14 @@ static uint32_t file_bytes, file_crc;
 static unsigned char pool[128] __attribute__((aligned(8)));
 static unsigned pool_used;
 
-static size_t put(char *line, size_t n, const char *text) {
-  while (*text) line[n++] = *text++;
-  return n;
-}
-
 static void emit(const char *kind, const char *body, size_t body_len) {
   char line[300];
-  size_t n = put(line, 0, "#ondevice ");
-  n = put(line, n, nonce_of_run);
-  line[n++] = ' ';
-  n = put(line, n, kind);
-  line[n++] = ' ';
-  for (size_t i = 0; i < body_len && n < sizeof line - 2; i++) line[n++] = body[i];
-  line[n++] = '\n';
-  ondevice_write(line, n);
+  char *p = put_str(line, "#ondevice ");
+  if (nonce_of_run) p = put_str(put_str(p, nonce_of_run), " ");
+  p = put_str(put_str(p, kind), " ");
+  for (size_t i = 0; i < body_len && p < line + sizeof line - 2; i++) *p++ = body[i];
+  *p++ = '\n';
+  ondevice_write(line, (size_t)(p - line));
 }
 
 static void flush_pending(void) {
@@ -99,33 +95,22 @@ static void *on_allocate(unsigned len, void *arg) {
   return pool + pool_used - len;
 }
 
-static size_t hex(char *out, uint32_t v, int digits) {
-  for (int i = digits - 1; i >= 0; i--, v >>= 4) out[i] = "0123456789abcdef"[v & 15];
-  return (size_t)digits;
-}
-
-static size_t decimal(char *out, uint32_t v) {
-  char digits[10];
-  size_t d = 0, n = 0;
-  do {
-    digits[d++] = (char)('0' + v % 10);
-    v /= 10;
-  } while (v);
-  while (d) out[n++] = digits[--d];
-  return n;
-}
-
 void ondevice_coverage_dump(const char *nonce) {
   nonce_of_run = nonce;
+  dumped = 1;
   for (const struct gcov_info *const *info = __start_ondevice_gcov_info; info < __stop_ondevice_gcov_info; info++) {
     if (!*info) continue;
     __gcov_info_to_gcda(*info, on_filename, on_data, on_allocate, NULL);
     flush_pending();
     char end[24];
-    size_t n = decimal(end, file_bytes);
-    end[n++] = ' ';
-    n += hex(end + n, file_crc ^ 0xffffffffu, 8);
-    emit("gcda-end", end, n);
+    char *p = put_digits(put_str(put_dec(end, file_bytes), " "), file_crc ^ 0xffffffffu, 8);
+    emit("gcda-end", end, (size_t)(p - end));
     pool_used = 0;
   }
+}
+
+/* A harness without our markers (TFLM's own header) never calls the dump: the program's
+ * exit does, unstamped, as that run's other lines are. */
+void ondevice_coverage_at_exit(void) {
+  if (!dumped) ondevice_coverage_dump(NULL);
 }

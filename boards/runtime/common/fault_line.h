@@ -4,19 +4,9 @@
 #define ONDEVICE_FAULT_LINE_H
 #include <stdint.h>
 
+#include "put.h"
+
 #define ONDEVICE_FAULT_EXIT 3 /* the exit status of a fault, on every arch */
-
-static char *put_str(char *p, const char *s) {
-  while (*s) *p++ = *s++;
-  return p;
-}
-
-static char *put_hex(char *p, uint32_t v) {
-  *p++ = '0';
-  *p++ = 'x';
-  for (int i = 7; i >= 0; --i) *p++ = "0123456789abcdef"[(v >> (i * 4)) & 0xF];
-  return p;
-}
 /* Unity keeps its running case's name in the second field of its global `Unity` (since
  * Unity 2.0): a fault line of a binary that links Unity names it (" case=NAME"), so the fault
  * is the case's that Unity was running, not the first case without a verdict line. */

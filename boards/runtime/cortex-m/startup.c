@@ -9,6 +9,7 @@ extern void (*__init_array_end[])(void) __attribute__((weak));
 
 int main(int argc, char **argv);
 void ondevice_exit(int code) __attribute__((noreturn));
+void ondevice_coverage_at_exit(void) __attribute__((weak)); /* coverage.c, in a covered build */
 
 #define SCB_SHCSR (*(volatile uint32_t *)0xE000ED24)
 #define SCB_CPACR (*(volatile uint32_t *)0xE000ED88)
@@ -33,5 +34,7 @@ __attribute__((weak, noreturn)) void Reset_Handler(void) {
   ondevice_board_init();
   for (void (**f)(void) = __preinit_array_start; f < __preinit_array_end; ++f) (*f)();
   for (void (**f)(void) = __init_array_start; f < __init_array_end; ++f) (*f)();
-  ondevice_exit(main(0, 0));
+  int code = main(0, 0);
+  if (ondevice_coverage_at_exit) ondevice_coverage_at_exit(); /* a normal exit: never after a fault */
+  ondevice_exit(code);
 }

@@ -27,6 +27,8 @@ void ondevice_flush_stdio(void) {
   in_stdio_write = 0;
 }
 
+void ondevice_watch_output(const char *data, size_t len) __attribute__((weak)); /* casewatch.c */
+
 __attribute__((weak)) int _write(int fd, const char *buf, int len) {
   if (fd != 1 && fd != 2) {
     errno = EBADF;
@@ -34,6 +36,7 @@ __attribute__((weak)) int _write(int fd, const char *buf, int len) {
   }
   in_stdio_write++;
   ondevice_write(buf, (size_t)len);
+  if (ondevice_watch_output) ondevice_watch_output(buf, (size_t)len);
   in_stdio_write--;
   return len;
 }
@@ -49,7 +52,12 @@ __attribute__((weak)) void *_sbrk(ptrdiff_t incr) {
   return prev;
 }
 
-__attribute__((weak, noreturn)) void _exit(int code) { ondevice_exit(code); }
+void ondevice_coverage_at_exit(void) __attribute__((weak)); /* coverage.c, in a covered build */
+
+__attribute__((weak, noreturn)) void _exit(int code) {
+  if (ondevice_coverage_at_exit) ondevice_coverage_at_exit(); /* exit(): a normal end, never a fault's */
+  ondevice_exit(code);
+}
 __attribute__((weak)) int _close(int fd) { (void)fd; return -1; }
 int ondevice_read(char *buf, size_t len) __attribute__((weak)); /* semihosting.c or a UART's */
 __attribute__((weak)) int _read(int fd, char *buf, int len) {

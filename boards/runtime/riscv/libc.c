@@ -9,9 +9,12 @@ static char pending[128]; /* stdout is line-buffered: one output call per line *
 static size_t used;
 static int in_stdio_write;
 
+void ondevice_watch_output(const char *data, size_t len) __attribute__((weak)); /* casewatch.c */
+
 static void write_pending(void) {
   in_stdio_write = 1;
   ondevice_write(pending, used);
+  if (ondevice_watch_output) ondevice_watch_output(pending, used);
   in_stdio_write = 0;
   used = 0;
 }
@@ -47,4 +50,9 @@ FILE *const stdin = &ondevice_stdio;
 FILE *const stdout = &ondevice_stdio;
 FILE *const stderr = &ondevice_stdio;
 
-__attribute__((noreturn)) void _exit(int code) { ondevice_exit(code); }
+void ondevice_coverage_at_exit(void) __attribute__((weak)); /* coverage.c, in a covered build */
+
+__attribute__((noreturn)) void _exit(int code) {
+  if (ondevice_coverage_at_exit) ondevice_coverage_at_exit(); /* exit(): a normal end, never a fault's */
+  ondevice_exit(code);
+}
