@@ -64,6 +64,7 @@ def activate(config: pytest.Config) -> None:
         test_patterns=tuple(config.getini("ondevice_files").split()),
         log_max=log_max,
         coverage=config.getoption("ondevice_coverage"),
+        no_gpu=config.getoption("ondevice_no_gpu"),
         jobs=config.getoption("build_jobs") or os.cpu_count() or 2,
         fleet=fleet,
         run_dir=_run_dir(config),

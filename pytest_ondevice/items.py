@@ -13,7 +13,7 @@ from _pytest._code.code import TerminalRepr
 
 from . import formats
 from .binaries import BinaryResult, BinarySpec
-from .config.keys import BASELINE_KEY, BUILT, SESSION_KEY, selected_boards
+from .config.keys import BASELINE_KEY, BUILT, CUDA_SUFFIX, SESSION_KEY, selected_boards
 from .config.schema import ConfigError
 from .formats import Format, FormatError
 from .formats.benchline import RSS_NAME
@@ -79,6 +79,9 @@ class OnDeviceFile(pytest.File):
                 if board.kind not in harness.kinds:
                     kinds = " or ".join(harness.kinds)
                     reason = f"{harness.name} tests need a {kinds} board; {board.name} is {board.kind}"
+                    item.add_marker(pytest.mark.skip(reason=reason))
+                elif self.path.suffix == CUDA_SUFFIX and not board.cuda.archs:
+                    reason = f"a CUDA test needs a board with a GPU ([cuda] archs in its file); {board.name} has none"
                     item.add_marker(pytest.mark.skip(reason=reason))
                 yield item
 

@@ -118,6 +118,13 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
         help="build ONDEVICE_BENCH bodies to run once, as plain tests, with no measurement",
     )
     group.addoption(
+        "--ondevice-no-gpu",
+        choices=("error", "skip"),
+        default="error",
+        help="a CUDA binary on a device without a usable GPU or driver: its cases are errors (default), "
+        "or skips, for a fleet where only some devices have one (docs/cuda.md)",
+    )
+    group.addoption(
         "--ondevice-coverage",
         action="store_true",
         help="build with gcov instrumentation, bring the counts back from the devices and write a coverage "

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from . import formats
 from .binaries import BinaryResult, BinarySpec, Rerun
-from .build import compiledout, toolchain
+from .build import compiledout, elf, toolchain
 from .build.builder import Artifact, Builder, BuildError, LinkError
 from .build.sizecheck import SizeError
 from .build.store import CacheError
@@ -36,14 +36,22 @@ from .formats.devlog import DeviceLog, keep_attempt_log, remove_attempt_logs
 from .placement import run_on_a_device
 from .records import coverage
 from .transports import InfrastructureError
+from .unusable import device_unusable, skip_all
 
 DEFAULT_TIMEOUT = 60.0
+NONCE_LINE_SYMBOL = "ondevice_nonce_line"  # micro_test.h's
 T = TypeVar("T")
 
 
 def coverage_data(settings: Settings) -> Path:
     """Where this session's gcov counts and the notes' whereabouts go (every xdist worker's)."""
     return settings.build_root / "coverage-data"
+
+
+@functools.lru_cache(maxsize=4096)
+def built_with_our_header(artifact: Artifact) -> bool:
+    """Whether micro_test.h's marker symbol is in the binary (looked up once per build)."""
+    return elf.defines_symbol(artifact.path, NONCE_LINE_SYMBOL)
 
 
 class OnDeviceSession:
@@ -240,14 +248,15 @@ class OnDeviceSession:
             artifact = build()
             timeout = self.timeout_for(spec)
             data = self.dir_config(spec.source).for_file(spec.source).data
-        except (CacheError, ConfigError) as e:
-            # an unusable cache or build dir, a broken ondevice.toml: not the code's fault, so
-            # the items are errors naming the file (never failures, never a false pass)
+        except (CacheError, ConfigError, toolchain.ToolchainError) as e:
+            # an unusable cache or build dir, a broken ondevice.toml, no compiler (or CUDA
+            # toolkit) for the board: not the code's fault, so the items are errors naming the
+            # file or the package (never failures, never a false pass)
             return BinaryResult(infra_error=str(e))
         except LinkError as e:  # a file whose every case an #ifdef removed has nothing to link (no main)
             skipped = compiledout.all_compiled_out(self.builder, spec, lambda: self.dir_config(spec.source))
             return BinaryResult(skipped) if skipped is not None else BinaryResult(build_error=str(e))
-        except (BuildError, SizeError, toolchain.ToolchainError) as e:
+        except (BuildError, SizeError) as e:
             return BinaryResult(build_error=str(e))
         return artifact, timeout, data
 
@@ -282,6 +291,8 @@ class OnDeviceSession:
         remove_attempt_logs(log_path)
         for attempt in range(1, attempts + 1):
             parser = harness.parser(spec.cases)
+            if hasattr(parser, "ours"):  # our header's binary: only its nonce-stamped run is believed
+                parser.ours = built_with_our_header(artifact)
             log = DeviceLog(log_path, prefix, parser.feed_line, self.live, self.settings.log_max)
             try:
                 transport = self.devices.transport(device)
@@ -317,6 +328,19 @@ class OnDeviceSession:
                 )
             log.close(end)
             verdicts = parser.verdicts(list(spec.cases), end)
+            unusable = device_unusable(parser, end, spec.board)
+            if unusable and device.name != spec.board.name:  # a fleet's device: name it
+                unusable = f"on device {device.name}: {unusable}"
+            if unusable and getattr(parser, "unavailable", None) and self.settings.no_gpu == "skip":
+                return BinaryResult(skip_all(spec, unusable), None, None, log_path, end, artifact)
+            if unusable:  # decided from what the test cannot write: the device's, not the code's
+                return BinaryResult(
+                    infra_error=unusable,
+                    log_path=log_path,
+                    artifact=artifact,
+                    device=device,
+                    reruns=reruns,
+                )
             if self.settings.coverage and spec.board.kind == "baremetal":
                 coverage.keep_sent(
                     coverage_data(self.settings), spec.board.name, spec.rel, verdicts.counts, verdicts.count_problems

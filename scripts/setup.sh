@@ -9,13 +9,17 @@ cd "$(dirname "$0")/.."
 # --arm64-libs: GoogleTest's and CppUTest's libraries for arm64 boards (multiarch).
 # Both are optional, as they add the arm64 architecture to dpkg: a change to the machine
 # nobody else asked for. scripts/test.sh asks for both (the suite tests them).
+# --cuda: NVIDIA's CUDA 13 toolkit wheels (nvcc, the x86_64 runtime) into the venv, and the
+# aarch64 runtime wheel unpacked under it, for *.cu tests on host-cuda and jetson-cuda.
 RUST=0
 ARM64_LIBS=0
+CUDA=0
 for arg in "$@"; do
   case "$arg" in
     --rust) RUST=1 ;;
     --arm64-libs) ARM64_LIBS=1 ;;
-    *) echo "usage: $0 [--rust] [--arm64-libs]" >&2; exit 2 ;;
+    --cuda) CUDA=1 ;;
+    *) echo "usage: $0 [--rust] [--arm64-libs] [--cuda]" >&2; exit 2 ;;
   esac
 done
 
@@ -104,6 +108,32 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     exit 1
   fi
   touch "$stamp"
+fi
+
+if ((CUDA)); then
+  cuda_stamp="$VENV/.ondevice-cuda-installed"
+  if [ ! -f "$cuda_stamp" ] || [ pyproject.toml -nt "$cuda_stamp" ]; then
+    echo "setup: installing the CUDA 13 toolkit wheels into $VENV (about 100 MB)"
+    log="$VENV/pip-install-cuda.log"
+    targets="$VENV/share/pytest-ondevice/cuda/aarch64-linux"
+    spec="$("$VENV/bin/python" -c 'import tomllib; print(" ".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["cuda"]))')"
+    runtime="$(printf '%s\n' $spec | grep '^nvidia-cuda-runtime')"
+    wheels="$(mktemp -d)"
+    # the aarch64 runtime (a Jetson's libcudart): pip cannot install another platform's wheel
+    # into this venv, so it is downloaded for that platform and unpacked where the plugin looks
+    if ! { "$VENV/bin/python" -m pip install $spec &&
+           "$VENV/bin/python" -m pip download --no-deps --only-binary=:all: --platform manylinux2014_aarch64 \
+             -d "$wheels" "$runtime" &&
+           rm -rf "$targets" && mkdir -p "$targets" &&
+           "$VENV/bin/python" -m zipfile -e "$wheels"/nvidia_cuda_runtime-*.whl "$targets"; } >"$log" 2>&1; then
+      tail -n 30 "$log"
+      echo "setup: installing the CUDA wheels failed; full log in $log" >&2
+      rm -rf "$wheels"
+      exit 1
+    fi
+    rm -rf "$wheels" "$targets"/*.dist-info
+    touch "$cuda_stamp"
+  fi
 fi
 
 # labgrid (the farm tests' coordinator, exporter and client) lives in a venv of its own

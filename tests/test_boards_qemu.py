@@ -226,7 +226,7 @@ def test_missing_cross_toolchain_names_package_and_pip_alternative(project, monk
     )
     project.write("x_test.c", FAULTS)
     result = project.run("--device=qemu", board="exotic")
-    result.assert_outcomes(failed=3)
+    result.assert_outcomes(errors=3)
     text = result.stdout.str()
     assert "no toolchain for board 'exotic': tried riscv99-none-gnu-gcc" in text
     assert "apt-get install gcc-riscv99-linux-gnu or pip install ziglang" in text

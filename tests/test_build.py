@@ -106,7 +106,7 @@ def test_missing_toolchain_names_the_package(project, monkeypatch):
     monkeypatch.setenv("CC", "no-such-cc-anywhere")
     project.write("x_test.c", LIB_TEST.format(n=0))
     result = project.run()
-    result.assert_outcomes(failed=1)
+    result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*no toolchain for board 'host'*apt-get install build-essential*"])
 
 

@@ -76,6 +76,30 @@ def test_pass_string_inside_a_case_does_not_steal_the_verdict(project):
     result.stdout.fnmatch_lines(["*41 == 42 failed at *chatty_test.c:8 (41 vs 42)*"])
 
 
+def test_a_pass_printed_before_main_by_a_binary_of_our_header_is_not_believed(project):
+    """TFLM's own output is judged without a nonce, but a binary built with our header
+    carries its marker: code that prints TFLM's pass lines and exits before main fails."""
+    project.write(
+        "x_test.c",
+        """
+        #include <stdio.h>
+        #include <unistd.h>
+        #include "micro_test.h"
+        __attribute__((constructor)) static void forge(void) {
+          printf("Testing Real\\n1/1 tests passed\\n~~~ALL TESTS PASSED~~~\\n");
+          fflush(stdout);
+          _exit(0);
+        }
+        TF_LITE_MICRO_TESTS_BEGIN
+        TF_LITE_MICRO_TEST(Real) { TF_LITE_MICRO_EXPECT_EQ(1, 2); }
+        TF_LITE_MICRO_TESTS_END
+        """,
+    )
+    result = project.run("-v")
+    assert _verdicts(result) == {"Real": "FAILED", "binary": "FAILED"}
+    result.stdout.fnmatch_lines(["*its output never declared the run's nonce*"])
+
+
 def test_file_whose_cases_are_all_made_by_a_macro_is_run_and_reported(project):
     project.write(
         "plain_test.c",

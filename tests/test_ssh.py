@@ -857,3 +857,21 @@ def test_a_push_the_device_cut_short_is_an_error(sshd, tmp_path, monkeypatch):
             sftp.put(str(local), "blob")
     finally:
         client.close()
+
+
+def test_a_cuda_test_on_a_jetson_without_a_gpu_is_an_error_over_ssh_too(pi):
+    """The Jetson's CUDA binary (dynamically linked: the CUDA runtime loads the device's
+    driver) runs on the loopback device, finds no GPU, and says so on the stamped channel."""
+    from pytest_ondevice.build import cuda
+    from pytest_ondevice.config.board import BoardRegistry
+
+    try:
+        cuda.toolkit(BoardRegistry().get("jetson-cuda"))
+    except cuda.CudaError:
+        pytest.skip("needs the CUDA wheels: scripts/setup.sh --cuda")
+    wrapper = '\n[transport]\nexec_wrapper = "qemu-aarch64 -L /usr/aarch64-linux-gnu"\n' if pi.board != "rpi" else ""
+    pi.write("boards/orin.toml", f'extends = "jetson-cuda"{wrapper}\n')
+    shutil.copytree(Path(__file__).parent.parent / "examples" / "cuda", pi.path / "cuda")
+    result = pi.run(f"--device={pi.sshd.alias}", "cuda", board="orin")
+    result.assert_outcomes(errors=4)
+    result.stdout.fnmatch_lines(["orin: no usable CUDA GPU: cudaErrorInsufficientDriver (35)*"])

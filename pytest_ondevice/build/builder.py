@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from . import elf, inputs, pkgconfig, sizecheck, toolchain
+from . import cuda, elf, inputs, pkgconfig, sizecheck, toolchain
 from ..config.board import BUILTIN_DIR, Board, debian_arch
 from ..config.dirconfig import BuildFlags, DirConfig, FileSettings
 from ..formats import NO_NEEDS, Needs
@@ -40,7 +40,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent.parent
 INCLUDE_DIR = PACKAGE_DIR / "include"
 COVERAGE_RUNTIME = BUILTIN_DIR / "runtime" / "common" / "coverage.c"
 GCOV_INFO_SECTION = "ondevice_gcov_info"  # coverage.c walks it: __start_/__stop_ of a C-named section
-CXX_SUFFIXES = {".cc", ".cpp", ".cxx", ".C", ".c++"}
+CXX_SUFFIXES = {".cc", ".cpp", ".cxx", ".C", ".c++", cuda.CUDA_SUFFIX}  # nvcc hands a .cu's host code to C++
 # a file changed this close to a compile's start may have been read half old, half new:
 # timestamps come from a coarse kernel clock (a few ms), so allow for it
 TOO_NEW_NS = 20_000_000
@@ -242,6 +242,9 @@ class Builder:
         if needs.pkg_config:
             flags = pkgconfig.merged(flags, self._pkg_flags(board, cfg, needs))
         own = _own_sources(source, settings, needs)
+        gpu = any(p.suffix == cuda.CUDA_SUFFIX for p in (*own, *cfg.sources))
+        if gpu:  # the CUDA runtime for the board's architecture, static unless the board says shared
+            flags = pkgconfig.merged(flags, BuildFlags(ldflags=tuple(cuda.link_flags(cuda.toolkit(board), board))))
         archive = self._library(board, tc, cfg)
         runtime = [self._compile(board, tc, src, flags) for src in self.runtime_sources(board)]
         # a source made for this test file (its defines) sees it; a shared one (gtest's listener) is compiled once
@@ -256,6 +259,11 @@ class Builder:
         except BuildError as e:
             raise sizecheck.from_link_output(board, str(e), rel) or e from None
         sizecheck.check_elf(board, artifact.path, rel)
+        if gpu and (missing := cuda.missing_images(artifact.path, board)):
+            raise BuildError(
+                f"{rel}: the binary carries no GPU code for {', '.join(missing)} ({board.path.name}'s "
+                f"cuda.archs); nvcc was asked for it: is the CUDA toolkit older than that architecture?"
+            )
         self._publish(board, rel, artifact)
         return artifact
 
@@ -486,6 +494,8 @@ class Builder:
         zeroed; the dump must not count itself); on bare metal, the objects' gcov_info go
         to a section the runtime walks instead of to constructors that write files."""
         if not self.covered(board) or src in self.runtime_sources(board) or src.is_relative_to(PACKAGE_DIR):
+            return []
+        if src.suffix == cuda.CUDA_SUFFIX:  # nvcc's host pass takes no gcov flags: docs/cuda.md
             return []  # ours (a harness's main or listener) is not the code under test either
         flags = ["--coverage"]
         if any(fnmatch.fnmatch(src.name, p) for p in self.test_patterns):
@@ -543,24 +553,39 @@ class Builder:
         copy.write_text("\n".join(marked) + "\n")
         args = [a for a in self._compile_args(board, source, flags) if a not in ("-c", str(source))]
         out = staged / "preprocessed"
-        compiler = tc.cxx if source.suffix in CXX_SUFFIXES else tc.cc
-        self._tool([*compiler, *args, "-E", "-P", str(copy), "-o", str(out)], "preprocess")
+        command, _ = self._compiler(board, tc, source, args)
+        if source.suffix == cuda.CUDA_SUFFIX:  # the host pass's view, one architecture's
+            command = cuda.preprocess_argv(command)
+        self._tool(
+            [*command, "-E", "-P" if source.suffix != cuda.CUDA_SUFFIX else "-Xcompiler=-P", str(copy), "-o", str(out)],
+            "preprocess",
+        )
         kept = set(re.findall(r"ondevice_case_marker_(\d+)", out.read_text(errors="replace")))
         return {name: _condition(lines, line) for name, line in cases.items() if str(line) not in kept}
+
+    def _compiler(self, board: Board, tc: ResolvedToolchain, src: Path, args: list[str]) -> tuple[list[str], str]:
+        """The command that compiles src with these arguments, and the identity of what runs:
+        the board's C or C++ compiler, or nvcc driving the C++ one for a CUDA source."""
+        if src.suffix == cuda.CUDA_SUFFIX:
+            tk = cuda.toolkit(board)
+            return cuda.compile_argv(tk, board, tc.cxx, args), f"{tc.identity}+nvcc:{tk.identity}"
+        return [*(tc.cxx if src.suffix in CXX_SUFFIXES else tc.cc), *args], tc.identity
 
     def _compile_now(self, board: Board, tc: ResolvedToolchain, src: Path, flags: BuildFlags) -> Path:
         cxx = src.suffix in CXX_SUFFIXES
         compiler = tc.cxx if cxx else tc.cc
         board_flags = board.toolchain.cxxflags if cxx else board.toolchain.cflags
         args = self._compile_args(board, src, flags)
-        key = key_of("compile", tc.identity, self._names.args(args), self.store.digest(src))
+        command, identity = self._compiler(board, tc, src, args)
+        keyed = command[1:] if src.suffix == cuda.CUDA_SUFFIX else args  # nvcc's own path: in its identity
+        key = key_of("compile", identity, self._names.args(keyed), self.store.digest(src))
         covered = bool(self._coverage_flags(board, src))
         # instrumented: a name of its own, as its .gcda file will have it (two sources may share a name)
         name = f"{src.name}.{key[:KEY_CHARS]}.o" if covered else src.name + ".o"
 
         def compile_into(out: Path) -> list[str]:
             depfile = out.with_name("deps.d")
-            self._tool([*compiler, *args, "-o", str(out), "-MD", "-MF", str(depfile)], "compile")
+            self._tool([*command, "-o", str(out), "-MD", "-MF", str(depfile)], "compile")
             deps = [os.path.normpath(os.path.join(self.source_root, p)) for p in _depfile(depfile)]
             depfile.unlink()
             return deps
@@ -568,6 +593,8 @@ class Builder:
         def keep(deps: list[str]) -> tuple[list[str], set[str]]:
             search = inputs.search_dirs(args, self.source_root)
             own = inputs.toolchain_include_dirs(compiler, tuple(board_flags), "c++" if cxx else "c")
+            if src.suffix == cuda.CUDA_SUFFIX:  # the toolkit's headers: in its identity
+                own = (*own, *cuda.toolkit(board).include_dirs())
             candidates = inputs.shadow_candidates(deps, search, own)
             return [d for d in deps if inputs.under(d, search) or not inputs.under(d, own)], candidates
 

@@ -22,6 +22,8 @@ class Section:
     flags: int
     addr: int
     size: int
+    offset: int = 0  # in the file
+    link: int = 0  # a symbol table's: the index of its string table
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,31 @@ class ElfInfo:
         return sum(s.size for s in self.sections if s.flags & SHF_ALLOC and s.flags & SHF_WRITE)
 
 
+def section_bytes(path: Path, name: str) -> bytes | None:
+    """A section's contents as the file holds them (None when there is no such section)."""
+    found = read(path).section(name)
+    if found is None or found.type == SHT_NOBITS:
+        return None
+    with open(path, "rb") as f:
+        f.seek(found.offset)
+        return f.read(found.size)
+
+
+def defines_symbol(path: Path, name: str) -> bool:
+    """Whether the binary's symbol table names this symbol (a stripped binary's names none)."""
+    try:
+        info = read(path)
+        found = info.section(".symtab")
+        strtab = info.sections[found.link] if found is not None and found.link < len(info.sections) else None
+        if strtab is None:
+            return False
+        with open(path, "rb") as f:
+            f.seek(strtab.offset)
+            return b"\0" + name.encode() + b"\0" in f.read(strtab.size)
+    except (OSError, ElfError, struct.error, IndexError):
+        return False
+
+
 def read(path: Path) -> ElfInfo:
     data = path.read_bytes()
     if data[:4] != b"\x7fELF":
@@ -70,7 +97,7 @@ def read(path: Path) -> ElfInfo:
     def name(off: int) -> str:
         return names[off : names.index(b"\0", off)].decode(errors="replace")
 
-    sections = tuple(Section(name(r[0]), r[1], r[2], r[3], r[5]) for r in raw)
+    sections = tuple(Section(name(r[0]), r[1], r[2], r[3], r[5], r[4], r[6]) for r in raw)
     return ElfInfo(bits, machine, entry, sections)
 
 

@@ -59,6 +59,10 @@ MEMORY_SPEC = {
     "stack_limit": int,  # a case's stack budget in bytes: over it, the case fails (micro_test.h)
     "note": str,  # said with a size-check failure, e.g. why an emulator has less RAM
 }
+CUDA_SPEC = {
+    "archs": list,  # the GPU architectures nvcc builds machine code for, e.g. ["sm_87"] (Orin)
+    "cudart": ("static", "shared"),  # the CUDA runtime in the binary, or the device's libcudart.so.N
+}
 SPEC = {
     "description": str,
     "extends": str,
@@ -70,6 +74,7 @@ SPEC = {
     "clock": ("virtual", "cycles", "wall"),  # what timing figures count (default: from the transport, the kind)
     "toolchain": TOOLCHAIN_SPEC,
     "memory": MEMORY_SPEC,
+    "cuda": CUDA_SPEC,  # *.cu tests: built by nvcc for these GPUs
     "transport": "table",
     "emulator": "table",  # the transport used with --device=qemu
 }
@@ -106,6 +111,12 @@ class Memory:
 
 
 @dataclass(frozen=True)
+class Cuda:
+    archs: tuple[str, ...] = ()
+    cudart: str = "static"
+
+
+@dataclass(frozen=True)
 class Board:
     name: str
     path: Path
@@ -119,6 +130,7 @@ class Board:
     memory: Memory = Memory()
     emulator: dict[str, Any] | None = field(default=None, hash=False, compare=False)
     clock: str | None = None  # the board file's own `clock`, if it sets one
+    cuda: Cuda = Cuda()
 
     @property
     def transport_name(self) -> str:
@@ -283,7 +295,16 @@ def _build(name: str, path: Path, data: dict[str, Any]) -> Board:
         memory=Memory(**data.get("memory", {})),
         emulator=data.get("emulator"),
         clock=data.get("clock"),
+        cuda=_cuda(data.get("cuda", {}), path),
     )
+
+
+def _cuda(table: dict[str, Any], path: Path) -> Cuda:
+    archs = tuple(table.get("archs", ()))
+    for arch in archs:
+        if not (arch.startswith("sm_") and arch[3:].isdigit()):
+            raise ConfigError(f"{path}: key 'cuda.archs' entry {arch!r} is not a GPU architecture such as 'sm_87'")
+    return Cuda(archs, table.get("cudart", "static"))
 
 
 _DEBIAN_ARCHES = {"aarch64": "arm64", "arm": "armhf", "x86_64": "amd64", "riscv64": "riscv64"}

@@ -17,7 +17,7 @@ _BLANK = re.compile(
 )
 _DIRECTIVE = re.compile(r"^[ \t]*#(?:[^\n]*\\\n)*[^\n]*", re.MULTILINE)
 _V1 = re.compile(r"\bTF_LITE_MICRO_TEST\s*\(\s*([A-Za-z_]\w*)\s*\)")
-_BENCH = re.compile(r"\bONDEVICE_BENCH\s*\(")
+_BENCH = re.compile(r"\bONDEVICE_(?:CUDA_)?BENCH\s*\(")
 _V2 = re.compile(r"\bTEST(?:_F)?\s*\(\s*([A-Za-z_]\w*)\s*,\s*([A-Za-z_]\w*)\s*\)")
 
 

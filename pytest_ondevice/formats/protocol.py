@@ -42,6 +42,12 @@ _NONCE = re.compile(r"[0-9a-f]{8,32}$")
 _STAMPED_END = re.compile(r"(\S+) (passed|failed|skipped)")
 _STACK = re.compile(r"(\S+) (\d{1,12})(?: limit=(\d{1,12}))?(?: (overflow|beyond))?")
 _V1_START = re.compile(r"Testing (\S+)$")
+_LOADER_MISSING = re.compile(r"error while loading shared libraries: ([^:\s]{1,200}): cannot open shared object file")
+MAX_UNAVAILABLE = 400
+NO_NONCE = (
+    "the binary was built with pytest-ondevice's micro_test.h, but its output never declared the run's nonce: "
+    "nothing it printed came from our header's main (did code run before main, print a verdict and exit?)"
+)
 _V1_TALLY = re.compile(r"(\d+)/(\d+) tests passed$")
 _V1_FAILURE = re.compile(r" failed at .+:\d+(?: \(|$)|^FAIL: ")
 _V2_RUN = re.compile(r"\[ RUN      \] (\S+)$")
@@ -216,6 +222,10 @@ class TestOutputParser(CaseTracker):
         self.benches: dict[str, list[BenchRecord]] = {}
         self.peak_rss: int | None = None  # a hosted binary's, sent before its summary
         self.overflowed: set[str] = set()  # cases only the runtime's stack watch failed
+        self.ours = False  # the binary was built with our header (its marker is in the ELF): a run must declare a nonce
+        self.unavailable: str | None = None  # the device cannot run this binary (no usable GPU)
+        self.gpu: str | None = None  # the GPU a CUDA binary ran on, as it named it
+        self.missing_library: str | None = None  # a library the device's loader did not find
         self._in_failure_block = False
 
     # -- feeding -----------------------------------------------------------
@@ -239,6 +249,8 @@ class TestOutputParser(CaseTracker):
 
     def _feed_marker(self, line: str) -> None:
         """Output without a nonce: TFLM's own markers, the closing ones only between cases."""
+        if self.missing_library is None and not self.cases and (m := _LOADER_MISSING.search(line)):
+            self.missing_library = m.group(1)  # the loader's, before main (exit 127): see runner
         if PASS_MAGIC in line or FAIL_MAGIC in line:
             if self.current is None:  # printed inside a case body, it is that case's log
                 self._magic(line)
@@ -351,6 +363,10 @@ class TestOutputParser(CaseTracker):
             self.counts.line(kind, rest)
         elif kind == "rss" and rest.strip().isdigit() and len(rest.strip()) < 19:
             self.peak_rss = int(rest.strip())
+        elif kind == "unavailable" and not self.cases:  # the header's check, before any case
+            self.unavailable = rest.strip()[:MAX_UNAVAILABLE]
+        elif kind == "gpu":
+            self.gpu = rest.strip()[:MAX_UNAVAILABLE]
 
     def _stack(self, body: str) -> None:
         """`NAME BYTES [limit=L] [overflow|beyond]`: how deep the running case went below
@@ -463,6 +479,8 @@ class TestOutputParser(CaseTracker):
         for name, record in self.cases.items():
             verdicts[name] = case_verdict(record, name == running, abnormal)
         disagreement = self._disagreement(end, verdicts)
+        if self.ours and self.nonce is None:  # nothing of what it printed came from our header
+            disagreement = NO_NONCE + _exit_note(end)
         if disagreement:
             problems.append(disagreement)
             self._fail_the_rest(verdicts, disagreement)

@@ -375,6 +375,11 @@ extern "C" {
 #endif
 uint64_t ondevice_entropy(void) __attribute__((weak));
 extern int ondevice_cases_marked __attribute__((weak)); /* the runtime's casewatch.c, when linked */
+/* The nonce line's format, as a symbol: the host finds its name in the binary, knows the
+ * binary was built with this header, and so expects that line before anything it judges
+ * (code that prints a pass and exits before main is not taken for our output). */
+extern const char ondevice_nonce_line[];
+__attribute__((weak)) const char ondevice_nonce_line[] = "#ondevice nonce %s";
 #ifdef __cplusplus
 }
 #endif
@@ -386,6 +391,35 @@ static inline OD_UNUSED uint64_t od_mix(uint64_t x) { /* splitmix64 */
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
   return x ^ (x >> 31);
 }
+
+/* ---- A CUDA test's GPU --------------------------------------------------------------
+ * A binary built by nvcc asks for its GPU before the first case. No device, no driver or
+ * one older than the runtime is the device's trouble, not the test's: a stamped line (a
+ * case cannot forge it) says so, and the host makes each case an error naming the device
+ * and the CUDA error (docs/cuda.md). A usable GPU is named, for the report. */
+#ifdef __CUDACC__
+#include <cuda_runtime.h>
+#include <stdlib.h>
+#define ONDEVICE_UNAVAILABLE_EXIT 4
+static OD_UNUSED void od_gpu_check(void) {
+  int count = 0, driver = 0, runtime = 0;
+  struct cudaDeviceProp prop;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e == cudaSuccess && count == 0) e = cudaErrorNoDevice;
+  if (e != cudaSuccess) {
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    MicroPrintf("#ondevice %s unavailable no usable CUDA GPU: %s (%d): %s (driver supports CUDA %d, runtime is %d)",
+                od_nonce, cudaGetErrorName(e), (int)e, cudaGetErrorString(e), driver, runtime);
+    exit(ONDEVICE_UNAVAILABLE_EXIT);
+  }
+  if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess)
+    MicroPrintf("#ondevice %s gpu %s sm_%d%d", od_nonce, prop.name, prop.major, prop.minor);
+}
+#define OD_DEVICE_CHECK() od_gpu_check()
+#else
+#define OD_DEVICE_CHECK() ((void)0)
+#endif
 
 static inline OD_UNUSED void od_nonce_init(const void *seed) {
   volatile uint64_t here = 0;
@@ -403,7 +437,12 @@ static inline OD_UNUSED void od_nonce_init(const void *seed) {
 #if defined(__GNUC__) || defined(__clang__)
   if (&ondevice_cases_marked) ondevice_cases_marked = 1; /* casewatch.c: our markers measure each case */
 #endif
+#if defined(__GNUC__) || defined(__clang__)
+  MicroPrintf(ondevice_nonce_line, od_nonce);
+#else
   MicroPrintf("#ondevice nonce %s", od_nonce);
+#endif
+  OD_DEVICE_CHECK();
 }
 
 /* ---- Stack high-water per case ------------------------------------------------------
@@ -1115,5 +1154,89 @@ static inline OD_UNUSED int od_bench_next(od_bench_t *b) {
   for (od_bench_t od_bench_ = od_bench_begin((name), (unsigned long long)(work), (repeats)); \
        od_bench_next(&od_bench_);)
 #endif
+
+/* ---- CUDA: results checked on the host, kernels timed on the GPU --------------------
+ *   ONDEVICE_CUDA_EXPECT_OK(cudaMemcpy(...));   a CUDA call that must succeed, named if not
+ *   ONDEVICE_CUDA_BENCH("gemm_tiled_64", 64 * 64 * 64, 20) { gemm<<<grid, block>>>(...); }
+ * The bench runs the body once to warm up, then `repeats` times, each between two CUDA
+ * events on the default stream (the GPU's own clock, not the host's), and prints the
+ * usual record in ns; a launch that fails fails the case, naming the CUDA error. */
+#ifdef __CUDACC__
+#define ONDEVICE_CUDA_EXPECT_OK(call)                                                      \
+  do {                                                                                     \
+    cudaError_t od_cuda_e_ = (call);                                                       \
+    if (od_cuda_e_ != cudaSuccess) {                                                       \
+      MicroPrintf(#call " failed at %s:%d: %s: %s", __FILE__, __LINE__,                    \
+                  cudaGetErrorName(od_cuda_e_), cudaGetErrorString(od_cuda_e_));           \
+      od_case_failed = 1;                                                                  \
+    }                                                                                      \
+  } while (0)
+
+typedef struct {
+  const char *name;
+  unsigned long long work;
+  int repeats;
+  int i;
+  cudaEvent_t start, stop;
+  uint64_t samples[ONDEVICE_BENCH_MAX_REPEATS];
+} od_cuda_bench_t;
+
+static inline OD_UNUSED od_cuda_bench_t od_cuda_bench_begin(const char *name, unsigned long long work, int repeats) {
+  od_cuda_bench_t b;
+  b.name = name;
+  b.work = work;
+  b.repeats = repeats < 1 ? 1 : repeats > ONDEVICE_BENCH_MAX_REPEATS ? ONDEVICE_BENCH_MAX_REPEATS : repeats;
+  b.i = -2; /* -1: the warm-up run */
+  cudaEventCreate(&b.start);
+  cudaEventCreate(&b.stop);
+  return b;
+}
+
+static inline OD_UNUSED int od_cuda_bench_next(od_cuda_bench_t *b, const char *file, int line) {
+  int i, j;
+  float ms = 0;
+  uint64_t v;
+  cudaError_t e;
+  if (b->i >= 0) cudaEventRecord(b->stop, 0);
+  e = b->i >= -1 ? cudaDeviceSynchronize() : cudaSuccess;
+  if (e == cudaSuccess) e = cudaGetLastError();
+  if (e != cudaSuccess) {
+    MicroPrintf("ONDEVICE_CUDA_BENCH(\"%s\") failed at %s:%d: %s: %s", b->name, file, line, cudaGetErrorName(e),
+                cudaGetErrorString(e));
+    od_case_failed = 1;
+    cudaEventDestroy(b->start);
+    cudaEventDestroy(b->stop);
+    return 0;
+  }
+  if (b->i >= 0) {
+    cudaEventElapsedTime(&ms, b->start, b->stop);
+    b->samples[b->i] = (uint64_t)(ms * 1e6f + 0.5f);
+  }
+  if (++b->i < b->repeats) {
+    if (b->i >= 0) cudaEventRecord(b->start, 0);
+    return 1;
+  }
+  cudaEventDestroy(b->start);
+  cudaEventDestroy(b->stop);
+  for (i = 1; i < b->repeats; ++i) {
+    v = b->samples[i];
+    for (j = i; j > 0 && b->samples[j - 1] > v; --j) b->samples[j] = b->samples[j - 1];
+    b->samples[j] = v;
+  }
+  MicroPrintf("#ondevice bench name=%s unit=ns repeats=%d min=%llu median=%llu max=%llu work=%llu "
+              "work_unit=%s overhead=0",
+              b->name, b->repeats, (unsigned long long)b->samples[0], (unsigned long long)b->samples[b->repeats / 2],
+              (unsigned long long)b->samples[b->repeats - 1], b->work, ONDEVICE_BENCH_WORK_UNIT);
+  return 0;
+}
+
+#ifdef ONDEVICE_BENCH_DISABLE
+#define ONDEVICE_CUDA_BENCH(name, work, repeats) for (int od_bench_once_ = 1; od_bench_once_; od_bench_once_ = 0)
+#else
+#define ONDEVICE_CUDA_BENCH(name, work, repeats)                                                      \
+  for (od_cuda_bench_t od_cuda_bench_ = od_cuda_bench_begin((name), (unsigned long long)(work), (repeats)); \
+       od_cuda_bench_next(&od_cuda_bench_, __FILE__, __LINE__);)
+#endif
+#endif /* __CUDACC__ */
 
 #endif /* PYTEST_ONDEVICE_MICRO_TEST_H_ */
