@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, build_report
@@ -152,3 +153,25 @@ def test_nvcc_gets_the_boards_host_flags_through_xcompiler_and_its_own_directly(
         "-c",
         "a.cu",
     ]
+
+
+def test_the_fat_binary_reader_names_each_image_and_survives_garbage(tmp_path):
+    import struct
+
+    def entry(kind: int, arch: int, payload: bytes) -> bytes:
+        header = struct.pack("<HHIQ", kind, 0x0101, 64, len(payload)) + bytes(12) + struct.pack("<I", arch)
+        return header.ljust(64, b"\0") + payload
+
+    body = entry(2, 87, b"E" * 24) + entry(1, 87, b"P" * 8)
+    fatbin = struct.pack("<IHHQ", cuda.FATBIN_MAGIC, 1, 16, len(body)) + body
+    damaged = struct.pack("<IHHQ", cuda.FATBIN_MAGIC, 1, 0, 0) + b"\xff" * 40  # sizes of 0, then garbage
+    assert cuda.gpu_images(Path(shutil.which("true"))) == set()  # no .nv_fatbin at all
+    for data, want in ((fatbin, {"sm_87", "compute_87"}), (damaged + fatbin, {"sm_87", "compute_87"})):
+        section = tmp_path / "fatbin.bin"
+        section.write_bytes(data)
+        obj = tmp_path / "x.o"
+        subprocess.run(
+            ["objcopy", "-I", "binary", "-O", "elf64-x86-64", "--rename-section", ".data=.nv_fatbin", section, obj],
+            check=True,
+        )
+        assert cuda.gpu_images(obj) == want
