@@ -410,6 +410,8 @@ class OnDevicePlugin:
             line = _summary(_numbers(ondevice), ondevice.settings.build_root, ondevice.builder.stats)
         if line:
             terminalreporter.write_line(line)
+        for text in _model_lines(ondevice):
+            terminalreporter.write_line(text)
         if "s" not in terminalreporter.reportchars:  # -rs lists them already, one by one
             skipped = skip_lines(terminalreporter.stats.get("skipped", []))
             if skipped:
@@ -443,6 +445,24 @@ def _numbers(ondevice: OnDeviceSession) -> dict[str, int]:
         "pushed": ondevice.pushed,
         "push_skipped": ondevice.push_skipped,
     }
+
+
+def _model_lines(ondevice: OnDeviceSession) -> list[str]:
+    """What each model compiled ahead of time takes on its board, beside the board's limits."""
+
+    def size(n: int) -> str:
+        return f"{n:,} B".replace(",", " ")
+
+    lines = []
+    for (board_name, model), taken in sorted(ondevice.builder.model_sizes.items()):
+        memory = ondevice.registry.get(board_name).memory
+        limits = [f"{what} {size(value)}" for what, value in (("flash", memory.flash), ("RAM", memory.ram)) if value]
+        line = (
+            f"ondevice model {model} on {board_name}: kernels {size(taken.text)} of code, weights "
+            f"{size(taken.constants)} (flash), buffers {size(taken.ram)} of RAM"
+        )
+        lines.append(line + (f"; the board has {', '.join(limits)}" if limits else ""))
+    return lines
 
 
 def _summary(n: dict[str, int], logs: Path, objects: BuildStats, workers: int = 0) -> str | None:

@@ -13,13 +13,16 @@ cd "$(dirname "$0")/.."
 # aarch64 runtime wheel unpacked under it, for *.cu tests on host-cuda and jetson-cuda.
 RUST=0
 ARM64_LIBS=0
+# --aot: TensorFlow (its tfcompile compiles models ahead of time: examples/aot) into the venv.
 CUDA=0
+AOT=0
 for arg in "$@"; do
   case "$arg" in
     --rust) RUST=1 ;;
     --arm64-libs) ARM64_LIBS=1 ;;
     --cuda) CUDA=1 ;;
-    *) echo "usage: $0 [--rust] [--arm64-libs] [--cuda]" >&2; exit 2 ;;
+    --aot) AOT=1 ;;
+    *) echo "usage: $0 [--rust] [--arm64-libs] [--cuda] [--aot]" >&2; exit 2 ;;
   esac
 done
 
@@ -133,6 +136,20 @@ if ((CUDA)); then
     fi
     rm -rf "$wheels" "$targets"/*.dist-info
     touch "$cuda_stamp"
+  fi
+fi
+
+if ((AOT)); then
+  aot_stamp="$VENV/.ondevice-aot-installed"
+  if [ ! -f "$aot_stamp" ] || [ pyproject.toml -nt "$aot_stamp" ]; then
+    echo "setup: installing TensorFlow (tfcompile) into $VENV (a 274 MB download, 1.6 GB installed)"
+    log="$VENV/pip-install-aot.log"
+    if ! "$VENV/bin/python" -m pip install -e ".[aot]" >"$log" 2>&1; then
+      tail -n 30 "$log"
+      echo "setup: installing TensorFlow failed; full log in $log" >&2
+      exit 1
+    fi
+    touch "$aot_stamp"
   fi
 fi
 

@@ -3,7 +3,7 @@
 # Extra arguments go to pytest, e.g. scripts/test.sh -m "not slow" for the quick run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh --rust --arm64-libs --cuda  # the suite tests Rust crates, arm64 harness libraries and CUDA builds
+bash scripts/setup.sh --rust --arm64-libs --cuda --aot  # the suite tests Rust crates, arm64 harness libraries, CUDA builds and compiled models
 VENV="${VIRTUAL_ENV:-${ONDEVICE_VENV:-.venv}}"
 export PATH="$(cd "$VENV/bin" && pwd):$PATH"  # the tests call the tools installed there
 "$VENV/bin/python" -m ruff check .

@@ -18,6 +18,7 @@ import os
 import platform
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import threading
@@ -28,9 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from . import cuda, elf, inputs, pkgconfig, sizecheck, toolchain
+from . import aot, cuda, elf, inputs, pkgconfig, sizecheck, toolchain
 from ..config.board import BUILTIN_DIR, Board, debian_arch
-from ..config.dirconfig import BuildFlags, DirConfig, FileSettings
+from ..config.dirconfig import BuildFlags, DirConfig, FileSettings, Model
 from ..formats import NO_NEEDS, Needs
 from .store import CacheError, Entry, Store, checkpoint, key_of, unusable
 from .toolchain import ResolvedToolchain
@@ -184,6 +185,7 @@ class Builder:
         self._finished: set[tuple] = set()
         self._planned: set[tuple] = set()  # what the selected binaries will compile, known up front
         self._current = ""
+        self.model_sizes: dict[tuple[str, str], aot.ModelSizes] = {}  # (board, model): what it takes
         try:
             root.mkdir(parents=True, exist_ok=True)
             ignore = root / ".gitignore"
@@ -245,6 +247,9 @@ class Builder:
         gpu = any(p.suffix == cuda.CUDA_SUFFIX for p in (*own, *cfg.sources))
         if gpu:  # the CUDA runtime for the board's architecture, static unless the board says shared
             flags = pkgconfig.merged(flags, BuildFlags(ldflags=tuple(cuda.link_flags(cuda.toolkit(board), board))))
+        models, model_dirs = self._models(board, tc, cfg)
+        if model_dirs:  # NAME_model.h of each model the directory declares
+            flags = pkgconfig.merged(flags, BuildFlags(include_dirs=model_dirs))
         archive = self._library(board, tc, cfg)
         runtime = [self._compile(board, tc, src, flags) for src in self.runtime_sources(board)]
         # a source made for this test file (its defines) sees it; a shared one (gtest's listener) is compiled once
@@ -252,7 +257,7 @@ class Builder:
         objects = [self._compile(board, tc, src, harness if src in needs.sources else flags) for src in own]
         cxx = any(p.suffix in CXX_SUFFIXES for p in (*own, *cfg.sources))
         name = Path(rel).name + ".elf"
-        inputs_ = [*objects, *([archive] if archive else []), *self._prebuilt(board, cfg), *runtime]
+        inputs_ = [*objects, *models, *([archive] if archive else []), *self._prebuilt(board, cfg), *runtime]
         script = self._linker_script(board)
         try:
             artifact = self._link(board, tc, flags, inputs_, name, cxx, script)
@@ -373,6 +378,73 @@ class Builder:
                 make(staged / name)
                 entry = self.store.commit(staged, name, key)
         return entry.path
+
+    # -- models compiled ahead of time --------------------------------------------
+    def _models(self, board: Board, tc: ResolvedToolchain, cfg: DirConfig) -> tuple[list[Path], tuple[Path, ...]]:
+        """The objects of the directory's models for this board (each compiled once per
+        session), and where their generated headers are."""
+        objects: list[Path] = []
+        dirs: list[Path] = []
+        for model in cfg.models:
+            found, where = self._once(("aot", board.name, model), lambda m=model: self._model(board, tc, cfg, m))
+            objects += found
+            dirs.append(where)
+        return objects, tuple(dirs)
+
+    def _model(self, board: Board, tc: ResolvedToolchain, cfg: DirConfig, model: Model) -> tuple[list[Path], Path]:
+        """tfcompile's kernels and constants, from the store (keyed by the SavedModel's content,
+        TensorFlow's version, the triple and the CPU), and the C entry made from its header."""
+        if not board.aot.triple:
+            raise aot.AotError(
+                f"model '{model.name}' ({cfg.path}) cannot be compiled for board '{board.name}': its board file "
+                'has no [aot] triple (XLA\'s target triple, e.g. triple = "armv7em-none-eabihf", cpu = "cortex-m4")'
+            )
+        triple = aot.native_triple() if board.aot.triple == "native" else board.aot.triple
+        tf = aot.compiler()
+        try:
+            content = aot.saved_model_digest(model.saved_model)
+        except OSError as e:
+            raise aot.AotError(f"model '{model.name}': cannot read {model.saved_model}: {e.strerror}") from None
+        key = key_of("aot", tf.identity, content, triple, board.aot.cpu, model.signature, model.tag_set)
+        made: dict[str, Path] = {}
+
+        def produce(which: str) -> Callable[[Path], object]:
+            def into(out: Path) -> None:
+                if not made:
+                    staged = self.store.staging()
+                    result = aot.compile_model(
+                        tf, model.saved_model, model.signature, model.tag_set, "Model", triple, board.aot.cpu, staged
+                    )
+                    if result.returncode != 0 or not (staged / "model_constants.o").is_file():
+                        raise aot.AotError(aot.failure(model.name, board.name, triple, result))
+                    made["dir"] = staged
+                    self.stats.count("compiled", key)
+                shutil.copyfile(made["dir"] / which, out)
+
+            return into
+
+        header = self._stored(key_of(key, "header"), "model.h", produce("model.h"))
+        kernels = self._stored(key_of(key, "kernels"), f"{model.name}.o", produce("model.o"))
+        constants = self._stored(key_of(key, "constants"), f"{model.name}_constants.o", produce("model_constants.o"))
+        if not made:
+            self.stats.count("reused", key)
+        _check_arch(kernels, board, f"model '{model.name}'")
+        try:
+            program = aot.read_header(header.read_text(errors="replace"))
+        except aot.HeaderError as e:
+            raise aot.AotError(
+                f"model '{model.name}' cannot run on board '{board.name}' without XLA's runtime: {e}"
+            ) from None
+        where = self.root / board.name / "aot" / model.name
+        h_text, c_text = aot.c_entry(program, model.name)
+        written = aot.write_if_changed(where / f"{model.name}_model.h", h_text)
+        written = aot.write_if_changed(where / f"{model.name}_model.c", c_text) or written
+        if written:  # a file this new could be half-written to the store's eye: let it settle
+            time.sleep(TOO_NEW_NS * 1.5 / 1e9)
+        entry = self._compile(board, tc, where / f"{model.name}_model.c", BuildFlags(include_dirs=(where,)))
+        with self._lock:
+            self.model_sizes[(board.name, model.name)] = aot.sizes(program, kernels, constants)
+        return [entry, kernels, constants], where
 
     # -- library -------------------------------------------------------------
     def _once(self, key: object, fn: Callable[[], T]) -> T:

@@ -63,6 +63,10 @@ CUDA_SPEC = {
     "archs": list,  # the GPU architectures nvcc builds machine code for, e.g. ["sm_87"] (Orin)
     "cudart": ("static", "shared"),  # the CUDA runtime in the binary, or the device's libcudart.so.N
 }
+AOT_SPEC = {
+    "triple": str,  # XLA's target triple for a model compiled ahead of time ("native": this machine's)
+    "cpu": str,  # and its CPU (e.g. "cortex-m4"), where the triple alone does not say
+}
 SPEC = {
     "description": str,
     "extends": str,
@@ -75,6 +79,7 @@ SPEC = {
     "toolchain": TOOLCHAIN_SPEC,
     "memory": MEMORY_SPEC,
     "cuda": CUDA_SPEC,  # *.cu tests: built by nvcc for these GPUs
+    "aot": AOT_SPEC,  # models in ondevice.toml: compiled by tfcompile for this target
     "transport": "table",
     "emulator": "table",  # the transport used with --device=qemu
 }
@@ -117,6 +122,12 @@ class Cuda:
 
 
 @dataclass(frozen=True)
+class Aot:
+    triple: str = ""  # "": the board cannot take a model compiled ahead of time
+    cpu: str = ""
+
+
+@dataclass(frozen=True)
 class Board:
     name: str
     path: Path
@@ -131,6 +142,7 @@ class Board:
     emulator: dict[str, Any] | None = field(default=None, hash=False, compare=False)
     clock: str | None = None  # the board file's own `clock`, if it sets one
     cuda: Cuda = Cuda()
+    aot: Aot = Aot()
 
     @property
     def transport_name(self) -> str:
@@ -296,6 +308,7 @@ def _build(name: str, path: Path, data: dict[str, Any]) -> Board:
         emulator=data.get("emulator"),
         clock=data.get("clock"),
         cuda=_cuda(data.get("cuda", {}), path),
+        aot=Aot(**data.get("aot", {})),
     )
 
 

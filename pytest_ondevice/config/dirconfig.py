@@ -43,6 +43,9 @@ SPEC = {
     "pkg_config": list,
     "pkg_config_path": list,
     "provides": str,  # the library's pkg-config name, for a Rust -sys crate's build script
+    # [models.NAME]: a SavedModel compiled ahead of time for each board, linked into this
+    # directory's tests, which call NAME_run() from "NAME_model.h" (docs/aot.md)
+    "models": {"*": {"saved_model": str, "signature": str, "tag_set": str}},
     **_FILE_KEYS,
     "files": {"*": {**_FILE_KEYS, "sources": list}},
 }
@@ -68,6 +71,14 @@ class FileSettings:
 
 
 @dataclass(frozen=True)
+class Model:
+    name: str  # a C identifier: NAME_run(), NAME_model.h
+    saved_model: Path
+    signature: str = "serving_default"
+    tag_set: str = "serve"
+
+
+@dataclass(frozen=True)
 class DirConfig:
     path: Path | None  # None: no ondevice.toml found
     root: Path  # paths in the file are relative to this directory
@@ -82,6 +93,7 @@ class DirConfig:
     pkg_config_path: tuple[str, ...] = ()  # path patterns relative to root
     per_board: dict[str, dict] = field(default_factory=dict, hash=False, compare=False)  # kind.X, board.X
     provides: str | None = None  # pkg-config name of the library (sources), for Rust crates
+    models: tuple[Model, ...] = ()  # compiled ahead of time, linked into every test here
 
     def flags_for(self, board: str, kind: str) -> BuildFlags:
         """The directory's flags, then its [kind.KIND] table's, then its [board.NAME] table's."""
@@ -252,4 +264,22 @@ def load(path: Path | None, fallback_root: Path, test_patterns: tuple[str, ...] 
         tuple(data.get("pkg_config_path", [])),
         per_board,
         data.get("provides"),
+        _models(data.get("models", {}), cfg.root, path),
     )
+
+
+def _models(tables: dict[str, dict], root: Path, path: Path) -> tuple[Model, ...]:
+    found = []
+    for name, table in tables.items():
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise ConfigError(f"{path}: [models.{name}]: a model's name is a C identifier (it names {name}_run())")
+        if "saved_model" not in table:
+            raise ConfigError(f"{path}: missing key 'models.{name}.saved_model' (the SavedModel directory)")
+        where = (root / table["saved_model"]).resolve()
+        if not (where / "saved_model.pb").is_file():
+            raise ConfigError(
+                f"{path}: key 'models.{name}.saved_model': {table['saved_model']} is not a SavedModel "
+                f"directory (no saved_model.pb in {where})"
+            )
+        found.append(Model(name, where, table.get("signature", "serving_default"), table.get("tag_set", "serve")))
+    return tuple(found)
