@@ -1,7 +1,8 @@
 """Makes the example's model and its golden vectors, from a fixed seed: a float MLP
-64 -> 32 (ReLU) -> 10 as a TensorFlow SavedModel (mlp_savedmodel/), and golden.h with four
-inputs and the outputs TensorFlow computes for them. Needs TensorFlow (scripts/setup.sh
---aot); the files it writes are committed, so the tests do not run it.
+64 -> 32 (ReLU) -> 10 as a TensorFlow SavedModel (mlp_savedmodel/), and golden.h (with
+rust/mlp-aot/tests/golden/mod.rs) holding four inputs and the outputs TensorFlow computes
+for them. Needs TensorFlow (scripts/setup.sh --aot); the files it writes are committed, so
+the tests do not run it.
 
     python examples/aot/make_model.py
 """
@@ -50,6 +51,14 @@ def main() -> None:
         body = ",\n".join("  {" + ", ".join(f"{v:.9g}f" for v in row) + "}" for row in values)
         lines.append(f"static const float {name}[{len(values)}][{values.shape[1]}] = {{\n{body}\n}};")
     (HERE / "golden.h").write_text("\n".join(lines) + "\n")
+    rust = [
+        "// Golden vectors of examples/aot/mlp_savedmodel, as TensorFlow computes them: written by",
+        f"// examples/aot/make_model.py (seed {SEED}); do not edit.",
+    ]
+    for name, values in (("GOLDEN_INPUT", inputs), ("GOLDEN_OUTPUT", outputs)):
+        body = ",\n".join("    [" + ", ".join(f"{v!r}" for v in row.tolist()) + "]" for row in values)
+        rust.append(f"pub const {name}: [[f32; {values.shape[1]}]; {len(values)}] = [\n{body},\n];")
+    (HERE / "rust" / "mlp-aot" / "tests" / "golden" / "mod.rs").write_text("\n".join(rust) + "\n")
 
 
 if __name__ == "__main__":

@@ -411,6 +411,8 @@ class Builder:
         def produce(which: str) -> Callable[[Path], object]:
             def into(out: Path) -> None:
                 if not made:
+                    with self._lock:
+                        self._current = f"{board.name}: model {model.name} (tfcompile)"
                     staged = self.store.staging()
                     result = aot.compile_model(
                         tf, model.saved_model, model.signature, model.tag_set, "Model", triple, board.aot.cpu, staged
@@ -445,6 +447,24 @@ class Builder:
         with self._lock:
             self.model_sizes[(board.name, model.name)] = aot.sizes(program, kernels, constants)
         return [entry, kernels, constants], where
+
+    def offered_archive(self, board: Board, tc: ResolvedToolchain, cfg: DirConfig) -> tuple[Path, tuple[Path, ...]]:
+        """One static library of the directory's `sources` and its models, for a Rust crate's
+        build script (ondevice.toml `provides`), and where the models' headers are."""
+        library = self._library(board, tc, cfg)
+        models, dirs = self._models(board, tc, cfg)
+        if not models:
+            assert library is not None
+            return library, dirs
+
+        def archive(out: Path) -> None:
+            if library is not None:
+                shutil.copyfile(library, out)
+            self._tool([*tc.ar, "qcsD", str(out), *map(str, models)], "archive")
+
+        inputs_ = [*([library] if library else []), *models]
+        key = key_of("offered-archive", tc.identity, [self._input_digest(p) for p in inputs_])
+        return self._stored(key, "libundertest.a", archive), dirs
 
     # -- library -------------------------------------------------------------
     def _once(self, key: object, fn: Callable[[], T]) -> T:

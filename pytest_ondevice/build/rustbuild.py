@@ -57,14 +57,17 @@ def artifact(path: Path) -> Artifact:
 
 
 def _offer_library(builder: Builder, board: Board, cfg: DirConfig, where: Path) -> Path:
-    """lib<name>.a and <provides>.pc in `where`, for the crate's build script."""
-    if not cfg.sources:
-        raise BuildError(f"{cfg.path}: 'provides' names a library, but 'sources' lists no file to build it from")
-    archive = builder.library(board, toolchain.resolve(board), cfg)
-    assert archive is not None
+    """lib<name>.a and <provides>.pc in `where`, for the crate's build script: the library
+    built from `sources`, with the directory's models compiled ahead of time in it."""
+    if not cfg.sources and not cfg.models:
+        raise BuildError(
+            f"{cfg.path}: 'provides' names a library, but neither 'sources' nor [models] gives anything to build it from"
+        )
+    archive, model_dirs = builder.offered_archive(board, toolchain.resolve(board), cfg)
     lib = cfg.provides.replace("-", "_")
     flags = cfg.flags_for(board.name, board.kind)
-    cflags = " ".join([*(f"-I{d}" for d in flags.include_dirs), *(f"-D{d}" for d in flags.defines)])
+    dirs = (*flags.include_dirs, *model_dirs)  # NAME_model.h of each model, for bindings
+    cflags = " ".join([*(f"-I{d}" for d in dirs), *(f"-D{d}" for d in flags.defines)])
     pc = (
         f"Name: {cfg.provides}\nDescription: built by pytest-ondevice from {cfg.path} for {board.name}\n"
         f"Version: 0\nCflags: {cflags}\nLibs: -L{where} -l{lib}\n"

@@ -378,8 +378,11 @@ extern int ondevice_cases_marked __attribute__((weak)); /* the runtime's casewat
 /* The nonce line's format, as a symbol: the host finds its name in the binary, knows the
  * binary was built with this header, and so expects that line before anything it judges
  * (code that prints a pass and exits before main is not taken for our output). */
-extern const char ondevice_nonce_line[];
+#ifdef __cplusplus /* a const at namespace scope is internal in C++ unless declared extern */
+extern const char ondevice_nonce_line[] __attribute__((weak)) = "#ondevice nonce %s";
+#else
 __attribute__((weak)) const char ondevice_nonce_line[] = "#ondevice nonce %s";
+#endif
 #ifdef __cplusplus
 }
 #endif
