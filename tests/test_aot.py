@@ -235,3 +235,19 @@ def test_a_rust_crate_calls_the_compiled_model_through_the_generated_entry(mlp, 
     result = mlp.run("aot/rust", "-v", *device, board=board)
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines([f"*inference.rs::matches_tensorflow_on_the_golden_inputs[[]{board}[]] PASSED*"])
+
+
+def test_a_triple_xla_rejects_is_an_error_naming_the_model_the_board_and_tfcompiles_end(mlp):
+    """XLA takes the arm... spellings only: thumbv7em makes tfcompile abort."""
+    mlp.write("boards/m4-thumb.toml", 'extends = "mps2-an386"\n[aot]\ntriple = "thumbv7em-none-eabihf"\n')
+    shutil.copytree(mlp.path / "aot" / "mlp_savedmodel", mlp.path / "net")
+    mlp.write("ondevice.toml", '[models.net]\nsaved_model = "net"\n')
+    mlp.write("net_test.c", MODEL_TEST)
+    result = mlp.run("net_test.c", "-rE", "--build-only", board="m4-thumb")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*model 'net' could not be compiled for board 'm4-thumb' (target thumbv7em-none-eabihf; tfcompile killed "
+            "by signal 6): Unsupported CPU type: thumbv7em-unknown-none-eabihf"
+        ]
+    )

@@ -875,3 +875,19 @@ def test_a_cuda_test_on_a_jetson_without_a_gpu_is_an_error_over_ssh_too(pi):
     result = pi.run(f"--device={pi.sshd.alias}", "cuda", board="orin")
     result.assert_outcomes(errors=4)
     result.stdout.fnmatch_lines(["orin: no usable CUDA GPU: cudaErrorInsufficientDriver (35)*"])
+
+
+def test_a_model_compiled_ahead_of_time_matches_tensorflow_over_ssh(pi):
+    """examples/aot on the loopback Pi: tfcompile's aarch64 kernels, linked with the entry
+    the plugin generates, run there as on qemu-user."""
+    from pytest_ondevice.build import aot
+
+    try:
+        aot.compiler()
+    except aot.AotError:
+        pytest.skip("needs TensorFlow's tfcompile: scripts/setup.sh --aot")
+    shutil.copytree(
+        Path(__file__).parent.parent / "examples" / "aot", pi.path / "aot", ignore=shutil.ignore_patterns("rust")
+    )
+    result = pi.run(f"--device={pi.sshd.alias}", "aot", board=pi.board)
+    result.assert_outcomes(passed=2)
