@@ -118,9 +118,10 @@ def test_strict_reruns_makes_a_pass_after_a_rerun_an_error(pi, mark):
 def test_a_binary_that_prints_what_sh_prints_for_a_foreign_file_fails_it_is_not_the_device(pi):
     pi.write("config_test.c", SAYS_SYNTAX_ERROR)
     result = run_on_pi(pi)
-    result.assert_outcomes(failed=1)  # its own failure: not an infrastructure error, not retried
+    # its own failure (the case, and the binary as a whole): not an infrastructure error, not retried
+    result.assert_outcomes(failed=2)
     assert "rerun" not in result.outlines[-1]
-    result.stdout.fnmatch_lines(["*Works*"])
+    result.stdout.fnmatch_lines(["*Works*", "*its output never declared the run's nonce*exited with code 2*"])
 
 
 @pytest.fixture

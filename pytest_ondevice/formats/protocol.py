@@ -480,7 +480,7 @@ class TestOutputParser(CaseTracker):
             verdicts[name] = case_verdict(record, name == running, abnormal)
         disagreement = self._disagreement(end, verdicts)
         if self.ours and self.nonce is None:  # nothing of what it printed came from our header
-            disagreement = NO_NONCE + _exit_note(end)
+            disagreement = f"{disagreement}; {NO_NONCE}" if disagreement else NO_NONCE + _exit_note(end)
         if disagreement:
             problems.append(disagreement)
             self._fail_the_rest(verdicts, disagreement)
