@@ -109,3 +109,23 @@ def test_no_module_imports_itself_back_in_a_circle():
         if node not in state:
             visit(node, [node])
     assert not circles, "\n".join(circles)
+
+
+def test_no_source_file_of_the_project_is_ignored_by_git():
+    """A module a .gitignore pattern hides (build/ once hid pytest_ondevice/build/*) works
+    here and is missing from every clone."""
+    import shutil
+    import subprocess
+
+    repo = CORE.parent
+    if shutil.which("git") is None or not (repo / ".git").exists():
+        import pytest
+
+        pytest.skip("not a git checkout")
+    found = subprocess.run(
+        ["git", "ls-files", "--others", "--ignored", "--exclude-standard", "--", "pytest_ondevice", "transports",
+         "boards", "examples", "benchmarks", "scripts", "docs"],
+        cwd=repo, capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    sources = [f for f in found if f.endswith((".py", ".c", ".h", ".cc", ".cu", ".toml", ".md", ".sh", ".rs", ".ld"))]
+    assert sources == [], f"ignored by git, so missing from a clone: {sources}"
