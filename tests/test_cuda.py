@@ -175,3 +175,22 @@ def test_the_fat_binary_reader_names_each_image_and_survives_garbage(tmp_path):
             check=True,
         )
         assert cuda.gpu_images(obj) == want
+
+
+def test_a_cuda_file_whose_cases_an_ifdef_removes_is_skipped_naming_it(project):
+    """nvcc's preprocessor, not the host compiler's, decides what the board compiles."""
+    project.write(
+        "off_test.cu",
+        """
+        #include "micro_test.h"
+        #ifdef USE_FEATURE_X
+        __global__ void k(int *x) { *x = 1; }
+        TF_LITE_MICRO_TESTS_BEGIN
+        TF_LITE_MICRO_TEST(NeedsX) { TF_LITE_MICRO_EXPECT_EQ(1, 1); }
+        TF_LITE_MICRO_TESTS_END
+        #endif
+        """,
+    )
+    result = project.run("-rs", board="host-cuda")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*compiled out on host-cuda: `#ifdef USE_FEATURE_X` (every case of the file*"])
