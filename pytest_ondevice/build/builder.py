@@ -29,10 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from . import aot, cuda, elf, inputs, pkgconfig, sizecheck, toolchain
 from ..config.board import BUILTIN_DIR, Board, debian_arch
 from ..config.dirconfig import BuildFlags, DirConfig, FileSettings, Model
+from ..config.keys import CUDA_SUFFIX
 from ..formats import NO_NEEDS, Needs
+from . import aot, cuda, elf, inputs, pkgconfig, sizecheck, toolchain
 from .store import CacheError, Entry, Store, checkpoint, key_of, unusable
 from .toolchain import ResolvedToolchain
 
@@ -41,7 +42,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent.parent
 INCLUDE_DIR = PACKAGE_DIR / "include"
 COVERAGE_RUNTIME = BUILTIN_DIR / "runtime" / "common" / "coverage.c"
 GCOV_INFO_SECTION = "ondevice_gcov_info"  # coverage.c walks it: __start_/__stop_ of a C-named section
-CXX_SUFFIXES = {".cc", ".cpp", ".cxx", ".C", ".c++", cuda.CUDA_SUFFIX}  # nvcc hands a .cu's host code to C++
+CXX_SUFFIXES = {".cc", ".cpp", ".cxx", ".C", ".c++", CUDA_SUFFIX}  # nvcc hands a .cu's host code to C++
 # a file changed this close to a compile's start may have been read half old, half new:
 # timestamps come from a coarse kernel clock (a few ms), so allow for it
 TOO_NEW_NS = 20_000_000
@@ -244,7 +245,7 @@ class Builder:
         if needs.pkg_config:
             flags = pkgconfig.merged(flags, self._pkg_flags(board, cfg, needs))
         own = _own_sources(source, settings, needs)
-        gpu = any(p.suffix == cuda.CUDA_SUFFIX for p in (*own, *cfg.sources))
+        gpu = any(p.suffix == CUDA_SUFFIX for p in (*own, *cfg.sources))
         if gpu:  # the CUDA runtime for the board's architecture, static unless the board says shared
             flags = pkgconfig.merged(flags, BuildFlags(ldflags=tuple(cuda.link_flags(cuda.toolkit(board), board))))
         models, model_dirs = self._models(board, tc, cfg)
@@ -587,7 +588,7 @@ class Builder:
         to a section the runtime walks instead of to constructors that write files."""
         if not self.covered(board) or src in self.runtime_sources(board) or src.is_relative_to(PACKAGE_DIR):
             return []
-        if src.suffix == cuda.CUDA_SUFFIX:  # nvcc's host pass takes no gcov flags: docs/cuda.md
+        if src.suffix == CUDA_SUFFIX:  # nvcc's host pass takes no gcov flags: docs/cuda.md
             return []  # ours (a harness's main or listener) is not the code under test either
         flags = ["--coverage"]
         if any(fnmatch.fnmatch(src.name, p) for p in self.test_patterns):
@@ -646,10 +647,10 @@ class Builder:
         args = [a for a in self._compile_args(board, source, flags) if a not in ("-c", str(source))]
         out = staged / "preprocessed"
         command, _ = self._compiler(board, tc, source, args)
-        if source.suffix == cuda.CUDA_SUFFIX:  # the host pass's view, one architecture's
+        if source.suffix == CUDA_SUFFIX:  # the host pass's view, one architecture's
             command = cuda.preprocess_argv(command)
         self._tool(
-            [*command, "-E", "-P" if source.suffix != cuda.CUDA_SUFFIX else "-Xcompiler=-P", str(copy), "-o", str(out)],
+            [*command, "-E", "-P" if source.suffix != CUDA_SUFFIX else "-Xcompiler=-P", str(copy), "-o", str(out)],
             "preprocess",
         )
         kept = set(re.findall(r"ondevice_case_marker_(\d+)", out.read_text(errors="replace")))
@@ -658,7 +659,7 @@ class Builder:
     def _compiler(self, board: Board, tc: ResolvedToolchain, src: Path, args: list[str]) -> tuple[list[str], str]:
         """The command that compiles src with these arguments, and the identity of what runs:
         the board's C or C++ compiler, or nvcc driving the C++ one for a CUDA source."""
-        if src.suffix == cuda.CUDA_SUFFIX:
+        if src.suffix == CUDA_SUFFIX:
             tk = cuda.toolkit(board)
             return cuda.compile_argv(tk, board, tc.cxx, args), f"{tc.identity}+nvcc:{tk.identity}"
         return [*(tc.cxx if src.suffix in CXX_SUFFIXES else tc.cc), *args], tc.identity
@@ -669,7 +670,7 @@ class Builder:
         board_flags = board.toolchain.cxxflags if cxx else board.toolchain.cflags
         args = self._compile_args(board, src, flags)
         command, identity = self._compiler(board, tc, src, args)
-        keyed = command[1:] if src.suffix == cuda.CUDA_SUFFIX else args  # nvcc's own path: in its identity
+        keyed = command[1:] if src.suffix == CUDA_SUFFIX else args  # nvcc's own path: in its identity
         key = key_of("compile", identity, self._names.args(keyed), self.store.digest(src))
         covered = bool(self._coverage_flags(board, src))
         # instrumented: a name of its own, as its .gcda file will have it (two sources may share a name)
@@ -685,7 +686,7 @@ class Builder:
         def keep(deps: list[str]) -> tuple[list[str], set[str]]:
             search = inputs.search_dirs(args, self.source_root)
             own = inputs.toolchain_include_dirs(compiler, tuple(board_flags), "c++" if cxx else "c")
-            if src.suffix == cuda.CUDA_SUFFIX:  # the toolkit's headers: in its identity
+            if src.suffix == CUDA_SUFFIX:  # the toolkit's headers: in its identity
                 own = (*own, *cuda.toolkit(board).include_dirs())
             candidates = inputs.shadow_candidates(deps, search, own)
             return [d for d in deps if inputs.under(d, search) or not inputs.under(d, own)], candidates

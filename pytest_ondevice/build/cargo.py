@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from ..formats.rustsrc import scan
 from ..config.schema import ConfigError, not_utf8
+from ..formats.rustsrc import scan
 
 DEBIAN_CARGO = Path("/usr/bin/cargo")
 SETUP_HINT = "run scripts/setup.sh --rust (or apt-get install rustc cargo)"

@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ..config.dirconfig import DirConfig
+from ..config.schema import ConfigError
+from ..formats.protocol import NEVER_STARTED, BinaryVerdicts, Outcome, Verdict
 from . import toolchain
 from .builder import Builder, BuildError
-from ..config.dirconfig import DirConfig
-from ..formats.protocol import NEVER_STARTED, BinaryVerdicts, Outcome, Verdict
-from ..config.schema import ConfigError
 from .store import CacheError
 
 if TYPE_CHECKING:  # a type only: the session's record of the binary

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config.board import Board
-from ..config.keys import CUDA_SUFFIX
 from . import elf
 from .toolchain import ToolchainError
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from . import cargo, pkgconfig, toolchain
 from ..config.board import Board
-from .builder import Artifact, Builder, BuildError
 from ..config.dirconfig import DirConfig
+from . import cargo, pkgconfig, toolchain
+from .builder import Artifact, Builder, BuildError
 
 
 def binaries(
@@ -61,7 +61,7 @@ def _offer_library(builder: Builder, board: Board, cfg: DirConfig, where: Path) 
     built from `sources`, with the directory's models compiled ahead of time in it."""
     if not cfg.sources and not cfg.models:
         raise BuildError(
-            f"{cfg.path}: 'provides' names a library, but neither 'sources' nor [models] gives anything to build it from"
+            f"{cfg.path}: 'provides' names a library, but neither 'sources' nor [models] gives it anything"
         )
     archive, model_dirs = builder.offered_archive(board, toolchain.resolve(board), cfg)
     lib = cfg.provides.replace("-", "_")
