@@ -29,7 +29,7 @@ NEEDS_QEMU = pytest.mark.skipif(shutil.which("qemu-system-arm") is None, reason=
 
 @pytest.fixture
 def mlp(project):
-    shutil.copytree(EXAMPLES / "aot", project.path / "aot", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(EXAMPLES / "aot", project.path / "aot", ignore=shutil.ignore_patterns("__pycache__", "rust"))
     return project
 
 
@@ -231,6 +231,8 @@ def test_an_int8_model_with_int32_accumulation_runs_without_a_runtime_and_matche
 @pytest.mark.skipif(not Path("/usr/bin/cargo").exists(), reason="needs Debian's cargo: scripts/setup.sh --rust")
 @pytest.mark.parametrize("board", ["host", pytest.param("rpi", marks=pytest.mark.slow)])
 def test_a_rust_crate_calls_the_compiled_model_through_the_generated_entry(mlp, board):
+    crate = shutil.ignore_patterns("target", "Cargo.lock")
+    shutil.copytree(EXAMPLES / "aot" / "rust", mlp.path / "aot" / "rust", ignore=crate)
     device = ("--device=qemu",) if board == "rpi" else ()
     result = mlp.run("aot/rust", "-v", *device, board=board)
     result.assert_outcomes(passed=2)
