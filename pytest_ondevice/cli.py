@@ -1,4 +1,4 @@
-"""The `pytest-ondevice` command: tools around the plugin (`boards`, `cache`, `report`, `doctor`)."""
+"""The `pytest-ondevice` command: tools around the plugin (`boards`, `cache`, `report`, `doctor`, `bisect`)."""
 
 from __future__ import annotations
 
@@ -164,6 +164,12 @@ def doctor_command(fleet: str | None, boards: list[str], rest: list[str]) -> int
 def main(argv: list[str] | None = None) -> int:
     from .records.report import DEFAULT_LAST  # matplotlib is imported only when a page is drawn
 
+    args_given = sys.argv[1:] if argv is None else argv
+    if args_given[:1] == ["bisect"]:  # its own options, and pytest's after them
+        from .bisect import command
+
+        return command(args_given[1:])
+
     parser = argparse.ArgumentParser(prog="pytest-ondevice", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     boards = sub.add_parser("boards", help="list the known boards and their status")
@@ -213,6 +219,11 @@ def main(argv: list[str] | None = None) -> int:
         "Exit status: 0 everything a run needs is there; 10 every board can run but a device cannot be used; "
         "1 a board cannot run (or the build cache, build dir or lease directory cannot be used); "
         "2 nothing named to check; 4 the fleet file is wrong.",
+    )
+    sub.add_parser(
+        "bisect",
+        help="the first commit where selected cases fail or a bench record got slower (git bisect, in a worktree)",
+        add_help=False,
     )
     doctor.add_argument("--fleet", metavar="FILE", help="the fleet file to check")
     doctor.add_argument("--board", action="append", default=[], metavar="NAME[,NAME]", help="boards to check")

@@ -1,0 +1,470 @@
+"""`pytest-ondevice bisect`: the first commit where selected cases fail, or a bench record
+got slower, found by git's own bisection in a worktree of its own.
+
+The user's working tree, index and HEAD are never touched: git checks each candidate out in
+a detached worktree under the repository's git directory, and `git bisect run` drives the
+search, calling back into this module for each step (`python -m pytest_ondevice.bisect
+step CONFIG`). A step runs pytest with the user's options and says:
+
+- good (exit 0): every selected case passed (and the metric, if any, is within its limit);
+- bad (exit 1): a selected case failed (or the metric is over its limit);
+- skip (exit 125): the revision does not build, the cases do not exist there, or the run
+  met an infrastructure error: never counted as good or bad.
+
+Every build goes through the one build store, so a step compiles only what changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+GOOD, BAD, SKIP = "good", "bad", "skip"
+EXIT = {GOOD: 0, BAD: 1, SKIP: 125}
+ABORT = 128  # git bisect run stops at once on an exit status above 127
+_BUILD_LINE = re.compile(r"ondevice build: (\d+) compiled, (\d+) reused")
+
+
+class BisectError(Exception):
+    """Bisection cannot start or go on: the message says why and what to do."""
+
+
+@dataclass
+class Step:
+    rev: str
+    subject: str
+    verdict: str
+    why: str
+    seconds: float
+    compiled: int = 0
+    reused: int = 0
+    runs: list[str] = field(default_factory=list)  # each repeat's verdict
+    metric: float | None = None
+    log: str = ""  # what the failing case said (its failure and output), for the report
+
+
+@dataclass
+class Config:
+    """What a step needs, written to a file that `git bisect run` hands each step."""
+
+    pytest_args: list[str]
+    metric: str | None = None
+    above: float | None = None  # the limit, absolute (from --above VALUE or the good revision's +PCT)
+    repeat: int = 1
+    steps_file: str = ""
+    junit_dir: str = ""
+
+
+# -- a step ------------------------------------------------------------------------------
+
+
+def run_step(config: Config, cwd: Path) -> Step:
+    """Run pytest `repeat` times at the checked-out revision and decide its verdict."""
+    rev = _git(cwd, "rev-parse", "HEAD").strip()
+    subject = _git(cwd, "log", "-1", "--format=%s").strip()
+    started = time.monotonic()
+    verdicts, whys, figures, logs = [], [], [], []
+    compiled = reused = 0
+    for attempt in range(config.repeat):
+        junit = Path(config.junit_dir) / f"{rev[:12]}-{attempt}.xml"
+        bench = Path(config.junit_dir) / f"{rev[:12]}-{attempt}.json"
+        argv = [sys.executable, "-m", "pytest", *config.pytest_args, f"--junitxml={junit}", "-p", "no:cacheprovider"]
+        if config.metric:
+            argv.append(f"--bench-json={bench}")
+        proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, errors="replace")
+        m = _BUILD_LINE.search(proc.stdout)
+        if m:
+            compiled, reused = compiled + int(m.group(1)), reused + int(m.group(2))
+        verdict, why = judge(proc.returncode, junit, proc.stdout)
+        logs.append(case_log(junit))
+        figure = None
+        if verdict == GOOD and config.metric:
+            figure = metric_value(bench, config.metric)
+            if figure is None:
+                verdict, why = SKIP, f"no bench record {config.metric} at this revision"
+            elif config.above is not None and figure > config.above:
+                verdict, why = BAD, f"{config.metric} = {figure:g}, over the limit {config.above:g}"
+            else:
+                why = f"{config.metric} = {figure:g}"
+        verdicts.append(verdict)
+        whys.append(why)
+        figures.append(figure)
+    verdict, why = _settle(verdicts, whys)
+    known = [f for f in figures if f is not None]
+    step = Step(rev, subject, verdict, why, round(time.monotonic() - started, 2), compiled, reused, verdicts)
+    step.log = next((log for log in logs if log), "")
+    step.metric = sorted(known)[len(known) // 2] if known else None
+    return step
+
+
+def judge(returncode: int, junit: Path, stdout: str) -> tuple[str, str]:
+    """One pytest run's verdict for bisection, from its exit status and JUnit report."""
+    if returncode in (4, 5):
+        return SKIP, "the selected cases do not exist at this revision"
+    if returncode in (2, 3):
+        return SKIP, f"pytest stopped (exit {returncode}): {_last_line(stdout)}"
+    try:
+        cases = list(ET.parse(junit).getroot().iter("testcase"))
+    except (OSError, ET.ParseError):
+        return SKIP, f"no report from pytest (exit {returncode}): {_last_line(stdout)}"
+    failed, built_not, errors = [], [], []
+    for case in cases:
+        name = case.get("name", "?")
+        failure = case.find("failure")
+        error = case.find("error")
+        if failure is not None:
+            text = (failure.get("message") or "") + (failure.text or "")
+            (built_not if "build failed for board" in text else failed).append(name)
+        elif error is not None:
+            errors.append(name)
+    if failed:
+        return BAD, f"failed: {', '.join(failed[:5])}" + (f" and {len(failed) - 5} more" if len(failed) > 5 else "")
+    if built_not:
+        return SKIP, "does not build"
+    if errors:
+        return SKIP, f"infrastructure errors: {', '.join(errors[:3])}"
+    if not cases:
+        return SKIP, "no case ran"
+    return GOOD, f"{len(cases)} passed"
+
+
+def case_log(junit: Path, limit: int = 2000) -> str:
+    """The first failing case's failure text and output, bounded."""
+    try:
+        cases = list(ET.parse(junit).getroot().iter("testcase"))
+    except (OSError, ET.ParseError):
+        return ""
+    for case in cases:
+        failure = case.find("failure")
+        if failure is not None:
+            out = case.find("system-out")
+            text = "\n".join(
+                x for x in ((failure.text or failure.get("message") or ""), out.text if out is not None else "") if x
+            )
+            return text.strip()[:limit]
+    return ""
+
+
+def metric_value(bench: Path, name: str) -> float | None:
+    """The median of the named bench record (the first board's that has it)."""
+    try:
+        records = json.loads(bench.read_text())["records"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    for record in records:
+        if record.get("name") == name and isinstance(record.get("median"), (int, float)):
+            return float(record["median"])
+    return None
+
+
+def _settle(verdicts: list[str], whys: list[str]) -> tuple[str, str]:
+    """Repeats that agree give their verdict; a split is decided by the majority of good
+    and bad runs and says so (a tie, or only skips, is a skip)."""
+    counts = Counter(verdicts)
+    if len(counts) == 1:
+        return verdicts[0], whys[-1]
+    good, bad = counts[GOOD], counts[BAD]
+    split = f"runs disagree: {good} good, {bad} bad, {counts[SKIP]} skipped of {len(verdicts)}"
+    if good == bad:
+        return SKIP, split
+    return (GOOD if good > bad else BAD), split
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "(no output)"
+
+
+def step_main(config_path: str) -> int:
+    """The command `git bisect run` calls at each candidate revision."""
+    config = Config(**json.loads(Path(config_path).read_text()))
+    try:
+        step = run_step(config, Path.cwd())
+    except KeyboardInterrupt:
+        return ABORT
+    with open(config.steps_file, "a") as f:
+        f.write(json.dumps(asdict(step)) + "\n")
+    print(f"pytest-ondevice bisect: {step.rev[:12]} {step.verdict} ({step.why}) in {step.seconds:.1f} s", flush=True)
+    return EXIT[step.verdict]
+
+
+# -- the search ----------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    first_bad: str | None
+    candidates: list[str]  # when skipped revisions leave several
+    steps: list[Step]
+    good: Step
+    bad: Step
+
+
+def bisect(
+    repo: Path,
+    good: str,
+    bad: str,
+    pytest_args: list[str],
+    metric: str | None = None,
+    above: str | None = None,
+    repeat: int = 1,
+    say=print,
+) -> Result:
+    """Find the first bad commit between good and bad, in a worktree of its own."""
+    top = Path(_git(repo, "rev-parse", "--show-toplevel").strip())
+    common = Path(_git(repo, "rev-parse", "--git-common-dir").strip())
+    common = common if common.is_absolute() else (repo / common).resolve()
+    good_rev = _rev(top, good)
+    bad_rev = _rev(top, bad)
+    if metric is None and above is not None:
+        raise BisectError("--above needs --metric NAME (a bench record's name)")
+    with _lock(common), tempfile.TemporaryDirectory(prefix="ondevice-bisect-") as tmp:
+        work = common / "ondevice-bisect" / Path(tmp).name
+        config = Config(pytest_args, metric, None, max(1, repeat), str(Path(tmp) / "steps.jsonl"), tmp)
+        work.parent.mkdir(parents=True, exist_ok=True)
+        _git(top, "worktree", "add", "--detach", "--quiet", str(work), bad_rev)
+        try:
+            return _search(work, good_rev, bad_rev, config, above, Path(tmp), say)
+        finally:
+            _clean(top, work)
+
+
+def _search(work: Path, good: str, bad: str, config: Config, above: str | None, tmp: Path, say) -> Result:
+    say(f"pytest-ondevice bisect: checking the bad end {bad[:12]}")
+    bad_step = run_step(config, work)
+    _git(work, "checkout", "--quiet", "--detach", good)
+    say(f"pytest-ondevice bisect: checking the good end {good[:12]}")
+    good_step = run_step(config, work)
+    if above is not None:
+        config.above = _limit(above, good_step.metric, config.metric)
+        bad_step = _rejudge(bad_step, config)
+        good_step = _rejudge(good_step, config)
+    if good_step.verdict != GOOD:
+        raise BisectError(f"the good end {good[:12]} is not good: {good_step.why}")
+    if bad_step.verdict != BAD:
+        raise BisectError(f"the bad end {bad[:12]} is not bad: {bad_step.why}")
+    count = int(_git(work, "rev-list", "--count", f"{good}..{bad}").strip())
+    about = max(1, count.bit_length())  # git's: about log2 of the revisions left
+    say(f"pytest-ondevice bisect: {count} revisions, about {about} steps")
+    path = tmp / "config.json"
+    path.write_text(json.dumps(asdict(config)))
+    _git(work, "bisect", "start", bad, good)
+    proc = subprocess.Popen(
+        ["git", "bisect", "run", sys.executable, "-m", "pytest_ondevice.bisect", "step", str(path)],
+        cwd=work,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+    )
+    output = []
+    try:
+        assert proc.stdout is not None
+        taken = 0
+        for line in proc.stdout:
+            output.append(line)
+            if line.startswith("pytest-ondevice bisect: "):
+                taken += 1
+                say(f"pytest-ondevice bisect: step {taken} of about {about}: {line[24:].strip()}")
+        proc.wait()
+    except BaseException:
+        _stop(proc)
+        raise
+    text = "".join(output)
+    steps = [Step(**json.loads(line)) for line in Path(config.steps_file).read_text().splitlines() if line.strip()]
+    first = re.search(r"^([0-9a-f]{40}) is the first bad commit", text, re.M)
+    if first:
+        return Result(first.group(1), [first.group(1)], steps, good_step, bad_step)
+    many = re.findall(r"^([0-9a-f]{40})$", text.split("The first bad commit could be any of:")[-1], re.M)
+    if "could be any of" in text:
+        return Result(None, many, steps, good_step, bad_step)
+    raise BisectError(f"git bisect run did not finish: {_last_line(text)}")
+
+
+def _rejudge(step: Step, config: Config) -> Step:
+    """An end's verdict once the limit is known (it was measured before)."""
+    if step.verdict == GOOD and step.metric is not None and config.above is not None and step.metric > config.above:
+        step.verdict, step.why = BAD, f"{config.metric} = {step.metric:g}, over the limit {config.above:g}"
+    return step
+
+
+def _limit(above: str, baseline: float | None, metric: str | None) -> float:
+    """--above VALUE, or +PCT over the good revision's figure."""
+    text = above.strip()
+    if text.startswith("+") and text.endswith("%"):
+        if baseline is None:
+            raise BisectError(f"--above {above}: the good revision has no bench record {metric} to compare with")
+        return baseline * (1 + float(text[1:-1]) / 100)
+    try:
+        return float(text)
+    except ValueError:
+        raise BisectError(f"--above {above!r}: give a number, or +PCT% over the good revision") from None
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Ctrl-C: the step's pytest got it too and ends its run; wait for it, then make sure."""
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(OSError):
+            proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+
+def _clean(top: Path, work: Path) -> None:
+    """No worktree and no bisect state left behind, whatever happened."""
+    with contextlib.suppress(BisectError):
+        _git(work, "bisect", "reset", "--quiet")
+    with contextlib.suppress(BisectError):
+        _git(top, "worktree", "remove", "--force", str(work))
+    with contextlib.suppress(BisectError):
+        _git(top, "worktree", "prune")
+
+
+@contextlib.contextmanager
+def _lock(common: Path):
+    """One bisection per repository at a time: a second is refused, naming the first."""
+    path = common / "ondevice-bisect.lock"
+    for _ in range(2):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            break
+        except FileExistsError:
+            holder = path.read_text().strip() if path.exists() else ""
+            if holder.isdigit() and _alive(int(holder)):
+                raise BisectError(
+                    f"another pytest-ondevice bisect (pid {holder}) is running on this repository; "
+                    "wait for it, or stop it"
+                ) from None
+            path.unlink(missing_ok=True)  # its process is gone: the lock is stale
+    else:
+        raise BisectError(f"cannot take {path}")
+    try:
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _rev(repo: Path, name: str) -> str:
+    try:
+        return _git(repo, "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}").strip()
+    except BisectError:
+        raise BisectError(f"{name!r} is not a commit of {repo}") from None
+
+
+def _git(cwd: Path, *args: str) -> str:
+    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, errors="replace")
+    if proc.returncode != 0:
+        raise BisectError(f"git {' '.join(args)} failed: {(proc.stderr or proc.stdout).strip()[-500:]}")
+    return proc.stdout
+
+
+# -- the report ----------------------------------------------------------------------------
+
+
+def describe(repo: Path, result: Result) -> list[str]:
+    """The result as a user reads it: the commit, the ends, every step."""
+    lines = []
+    if result.first_bad:
+        info = _git(repo, "show", "-s", "--format=%H%n%s%n%an <%ae>%n%ad", result.first_bad).splitlines()
+        lines += [
+            f"first bad commit: {info[0]}",
+            f"  {info[1]}",
+            f"  author: {info[2]}",
+            f"  date:   {info[3]}",
+        ]
+    else:
+        lines.append("the first bad commit is one of (the others between them were skipped):")
+        lines += [f"  {rev}" for rev in result.candidates]
+    if result.first_bad:
+        parent = _git(repo, "rev-parse", f"{result.first_bad}^").strip()
+        last_good = next((s for s in result.steps if s.rev == parent), result.good)
+        first_bad = next((s for s in result.steps if s.rev == result.first_bad), result.bad)
+        lines.append(f"at the last good commit {last_good.rev[:12]}: {last_good.why}")
+        lines.append(f"at the first bad commit {first_bad.rev[:12]}: {first_bad.why}")
+        # the device log's path was in the worktree, removed by now
+        lines += [f"    {line}" for line in first_bad.log.splitlines()[:20] if not line.startswith("device log:")]
+    lines.append(f"good end {result.good.rev[:12]}: {result.good.why}")
+    lines.append(f"bad end  {result.bad.rev[:12]}: {result.bad.why}")
+    lines.append("steps:")
+    for n, step in enumerate(result.steps, 1):
+        runs = f"; runs: {', '.join(step.runs)}" if len(step.runs) > 1 else ""
+        lines.append(
+            f"  {n}. {step.rev[:12]} {step.verdict:4}  {step.seconds:6.1f} s  {step.compiled} compiled, "
+            f"{step.reused} reused  {step.subject[:50]}  ({step.why}{runs})"
+        )
+    split = [s for s in result.steps if len(set(s.runs)) > 1]
+    if split:
+        lines.append(f"not sure: {len(split)} step(s) had runs that disagreed (see above): the case may be flaky")
+    elif any(len(s.runs) > 1 for s in result.steps):
+        lines.append(f"every step's {len(result.steps[0].runs)} runs agreed")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m pytest_ondevice.bisect step CONFIG` (git bisect run's callback)."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) == 2 and args[0] == "step":
+        return step_main(args[1])
+    print("usage: pytest-ondevice bisect --good REV --bad REV [pytest options]", file=sys.stderr)
+    return 2
+
+
+def command(argv: list[str]) -> int:
+    """`pytest-ondevice bisect`, as the CLI dispatches it."""
+    parser = argparse.ArgumentParser(
+        prog="pytest-ondevice bisect",
+        description="Find the first commit where the selected cases fail, or a bench record got slower. "
+        "Run it in your git repository; other options and node ids go to pytest.",
+    )
+    parser.add_argument("--good", required=True, metavar="REV", help="a revision where the cases pass")
+    parser.add_argument("--bad", default="HEAD", metavar="REV", help="a revision where they fail (default HEAD)")
+    parser.add_argument("--metric", metavar="NAME", help="a bench record: a step over --above is bad")
+    parser.add_argument("--above", metavar="VALUE|+PCT%", help="the limit of --metric: a figure, or +PCT%% over good")
+    parser.add_argument("--repeat", type=int, default=1, metavar="N", help="run each step N times (a flaky case)")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="also write the result as JSON")
+    args, rest = parser.parse_known_args(argv)
+    if args.metric and args.above is None:
+        parser.error("--metric needs --above VALUE or --above +PCT%")
+    repo = Path.cwd()
+    try:
+        result = bisect(repo, args.good, args.bad, rest, args.metric, args.above, args.repeat)
+    except BisectError as e:
+        print(f"pytest-ondevice bisect: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("pytest-ondevice bisect: interrupted; the worktree and the bisect state are removed", file=sys.stderr)
+        return 130
+    for line in describe(repo, result):
+        print(line)
+    if args.json:
+        args.json.write_text(json.dumps(asdict(result), indent=2) + "\n")
+    return 0 if result.first_bad or result.candidates else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,183 @@
+"""`pytest-ondevice bisect` on a throwaway repository of 16 commits of a small C library and
+its tests: one commit breaks the build, a later one brings a bug, a later one makes a kernel
+20 % slower. Git's bisection finds each exact commit in a worktree of its own, the build
+store makes each step cheap, and the user's tree is as it was, also after a Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+NEEDS_QEMU = pytest.mark.skipif(shutil.which("qemu-system-arm") is None, reason="needs qemu-system-arm")
+
+SCALE = """#include "scale.h"
+int scale(int x) {{ return x * {factor}; }}
+unsigned work(unsigned n) {{
+  volatile unsigned acc = 0;
+  for (unsigned i = 0; i < n * {rounds}u; ++i) acc += i;
+  return acc;
+}}
+"""
+TEST = """#include "micro_test.h"
+#include "scale.h"
+TF_LITE_MICRO_TESTS_BEGIN
+TF_LITE_MICRO_TEST(ScalesByTwo) { TF_LITE_MICRO_EXPECT_EQ(scale(3), 6); }
+TF_LITE_MICRO_TEST(BenchWork) {
+  ONDEVICE_BENCH("work_kernel", 100, 3) { work(100); }
+}
+TF_LITE_MICRO_TESTS_END
+"""
+FIRST_BAD = 8  # scale() multiplies by 3 from here on
+DOES_NOT_BUILD = 6  # fixed by the next commit
+SLOWER = 12  # work() does 20 % more rounds from here on
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True).stdout
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("bisect-cache")  # shared by the module's repositories, as a user's is
+
+
+@pytest.fixture
+def repo(tmp_path, cache):
+    """Commits 1..16; returns the repository with commit i's hash as repo.commits[i]."""
+    root = tmp_path / "lib-repo"
+    (root / "lib").mkdir(parents=True)
+    git(root, "init", "-q", "-b", "main")
+    git(root, "config", "user.email", "dev@example.com")
+    git(root, "config", "user.name", "A Developer")
+    (root / "lib" / "scale.h").write_text("int scale(int x);\nunsigned work(unsigned n);\n")
+    (root / "scale_test.c").write_text(TEST)
+    (root / "ondevice.toml").write_text('sources = ["lib/*.c"]\ninclude_dirs = ["lib"]\n')
+    (root / "pytest.ini").write_text(f"[pytest]\nondevice_cache_dir = {cache}\n")
+    (root / ".gitignore").write_text(".ondevice/\n")
+    commits = {}
+    for n in range(1, 17):
+        factor = 3 if n >= FIRST_BAD else 2
+        rounds = 12 if n >= SLOWER else 10
+        text = SCALE.format(factor=factor, rounds=rounds)
+        if n == DOES_NOT_BUILD:
+            text += "int broken( {\n"
+        (root / "lib" / "scale.c").write_text(text)
+        (root / "NOTES").write_text(f"revision {n}\n")
+        git(root, "add", "-A")
+        git(root, "commit", "-q", "-m", f"change {n}")
+        commits[n] = git(root, "rev-parse", "HEAD").strip()
+    (root / "untracked.txt").write_text("the user's own work in progress\n")  # must survive
+    (root / "NOTES").write_text("an uncommitted edit\n")
+    return SimpleNamespace(path=root, commits=commits)
+
+
+def state(repo: Path) -> tuple[str, str, str, str]:
+    """What the user sees of the repository: HEAD, status, the index, the worktrees."""
+    return (
+        git(repo, "rev-parse", "HEAD"),
+        git(repo, "status", "--porcelain"),
+        git(repo, "ls-files", "-s"),
+        git(repo, "worktree", "list", "--porcelain"),
+    )
+
+
+def bisect(repo: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    cli = [sys.executable, "-c", "import sys; from pytest_ondevice.cli import main; sys.exit(main())", "bisect"]
+    return subprocess.run([*cli, *args], cwd=repo, capture_output=True, text=True, timeout=timeout)
+
+
+def steps_of(result_json: Path) -> list[dict]:
+    return json.loads(result_json.read_text())["steps"]
+
+
+@pytest.mark.parametrize("board", ["host", pytest.param("bluepill-qemu", marks=[pytest.mark.slow, NEEDS_QEMU])])
+def test_a_failure_is_bisected_to_its_exact_commit_and_the_tree_is_untouched(repo, board, tmp_path):
+    before = state(repo.path)
+    out = tmp_path / "result.json"
+    good = repo.commits[1]
+    result = bisect(repo.path, "--good", good, "--json", str(out), f"--board={board}", "scale_test.c::ScalesByTwo")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"first bad commit: {repo.commits[FIRST_BAD]}" in result.stdout
+    assert f"  change {FIRST_BAD}" in result.stdout and "author: A Developer <dev@example.com>" in result.stdout
+    steps = steps_of(out)
+    assert 1 <= len(steps) <= 5, steps
+    assert all(s["verdict"] in ("good", "bad", "skip") for s in steps)
+    broken = [s for s in steps if s["rev"] == repo.commits[DOES_NOT_BUILD]]
+    assert all(s["verdict"] == "skip" and s["why"] == "does not build" for s in broken)
+    assert state(repo.path) == before  # HEAD, index, the user's edits and files, no worktree left
+    assert not (Path(git(repo.path, "rev-parse", "--git-common-dir").strip()) / "ondevice-bisect.lock").exists()
+    assert "refs/bisect" not in git(repo.path, "for-each-ref")
+    later = [s for s in steps if s["verdict"] != "skip"]
+    assert any(s["reused"] > 0 for s in later), steps  # the build store at work: a step reuses objects
+
+
+@pytest.mark.slow
+@NEEDS_QEMU
+def test_a_latency_step_is_bisected_exactly_under_icount(repo, tmp_path):
+    out = tmp_path / "result.json"
+    result = bisect(
+        repo.path,
+        "--good",
+        repo.commits[1],
+        "--metric",
+        "work_kernel",
+        "--above",
+        "+10%",
+        "--json",
+        str(out),
+        "--board=bluepill-qemu",
+        "scale_test.c::BenchWork",
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"first bad commit: {repo.commits[SLOWER]}" in result.stdout
+    assert len(steps_of(out)) <= 5
+    figures = {s["rev"]: s["metric"] for s in steps_of(out) if s["metric"] is not None}
+    assert figures and all(f > 0 for f in figures.values())
+
+
+def test_a_good_end_that_is_not_good_is_refused_saying_why(repo):
+    result = bisect(repo.path, "--good", repo.commits[10], "--board=host", "scale_test.c::ScalesByTwo")
+    assert result.returncode == 2
+    assert f"the good end {repo.commits[10][:12]} is not good: failed: ScalesByTwo[host]" in result.stderr
+    assert git(repo.path, "worktree", "list").count("\n") == 1
+
+
+def test_a_second_bisect_on_the_same_repository_is_refused(repo):
+    common = Path(repo.path, git(repo.path, "rev-parse", "--git-common-dir").strip())
+    (common / "ondevice-bisect.lock").write_text(str(os.getpid()))  # a live holder
+    result = bisect(repo.path, "--good", repo.commits[1], "--board=host", "scale_test.c::ScalesByTwo")
+    assert result.returncode == 2
+    assert f"another pytest-ondevice bisect (pid {os.getpid()}) is running on this repository" in result.stderr
+
+
+def test_ctrl_c_mid_step_leaves_no_worktree_no_bisect_state_and_the_tree_as_it_was(repo):
+    before = state(repo.path)
+    cli = [sys.executable, "-c", "import sys; from pytest_ondevice.cli import main; sys.exit(main())", "bisect"]
+    args = ["--good", repo.commits[1], "--board=host", "scale_test.c::ScalesByTwo"]
+    proc = subprocess.Popen(
+        [*cli, *args], cwd=repo.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
+    seen = ""
+    deadline = time.monotonic() + 120
+    assert proc.stdout is not None
+    while "revisions, about" not in seen and time.monotonic() < deadline:  # in git bisect run now
+        seen += proc.stdout.readline()
+    time.sleep(0.5)  # mid-step
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole group
+    rest, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, seen + rest
+    assert "interrupted; the worktree and the bisect state are removed" in seen + rest
+    assert state(repo.path) == before
+    assert "refs/bisect" not in git(repo.path, "for-each-ref")
+    common = Path(repo.path, git(repo.path, "rev-parse", "--git-common-dir").strip())
+    assert not (common / "ondevice-bisect.lock").exists()
+    assert not any((common / "ondevice-bisect").glob("*")) if (common / "ondevice-bisect").exists() else True
