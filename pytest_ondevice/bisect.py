@@ -65,6 +65,8 @@ class Config:
     repeat: int = 1
     steps_file: str = ""
     junit_dir: str = ""
+    max_steps: int = 0  # a budget (0: none): git bisect run is stopped when it is spent
+    deadline: float = 0.0  # time.time() after which no step starts (0: none)
 
 
 # -- a step ------------------------------------------------------------------------------
@@ -190,6 +192,10 @@ def _last_line(text: str) -> str:
 def step_main(config_path: str) -> int:
     """The command `git bisect run` calls at each candidate revision."""
     config = Config(**json.loads(Path(config_path).read_text()))
+    done = len(Path(config.steps_file).read_text().splitlines()) if Path(config.steps_file).exists() else 0
+    if (config.max_steps and done >= config.max_steps) or (config.deadline and time.time() > config.deadline):
+        print(f"pytest-ondevice bisect: budget spent after {done} steps", flush=True)
+        return ABORT  # git bisect run stops at once
     try:
         step = run_step(config, Path.cwd())
     except KeyboardInterrupt:
@@ -221,6 +227,8 @@ def bisect(
     above: str | None = None,
     repeat: int = 1,
     say=print,
+    max_steps: int = 0,
+    deadline: float = 0.0,
 ) -> Result:
     """Find the first bad commit between good and bad, in a worktree of its own."""
     top = Path(_git(repo, "rev-parse", "--show-toplevel").strip())
@@ -232,7 +240,8 @@ def bisect(
         raise BisectError("--above needs --metric NAME (a bench record's name)")
     with _lock(common), tempfile.TemporaryDirectory(prefix="ondevice-bisect-") as tmp:
         work = common / "ondevice-bisect" / Path(tmp).name
-        config = Config(pytest_args, metric, None, max(1, repeat), str(Path(tmp) / "steps.jsonl"), tmp)
+        steps = str(Path(tmp) / "steps.jsonl")
+        config = Config(pytest_args, metric, None, max(1, repeat), steps, tmp, max_steps, deadline)
         work.parent.mkdir(parents=True, exist_ok=True)
         _git(top, "worktree", "add", "--detach", "--quiet", str(work), bad_rev)
         try:
@@ -275,7 +284,9 @@ def _search(work: Path, good: str, bad: str, config: Config, above: str | None, 
         taken = 0
         for line in proc.stdout:
             output.append(line)
-            if line.startswith("pytest-ondevice bisect: "):
+            if line.startswith("pytest-ondevice bisect: budget spent"):
+                say(line.strip())
+            elif line.startswith("pytest-ondevice bisect: "):
                 taken += 1
                 say(f"pytest-ondevice bisect: step {taken} of about {about}: {line[24:].strip()}")
         proc.wait()
@@ -290,6 +301,8 @@ def _search(work: Path, good: str, bad: str, config: Config, above: str | None, 
     many = re.findall(r"^([0-9a-f]{40})$", text.split("The first bad commit could be any of:")[-1], re.M)
     if "could be any of" in text:
         return Result(None, many, steps, good_step, bad_step)
+    if "budget spent" in text:
+        raise BisectError(f"the budget ran out after {len(steps)} steps, before the first bad commit was found")
     raise BisectError(f"git bisect run did not finish: {_last_line(text)}")
 
 
@@ -383,6 +396,93 @@ def _git(cwd: Path, *args: str) -> str:
     return proc.stdout
 
 
+# -- the nightly job ----------------------------------------------------------------------
+
+
+@dataclass
+class Suspect:
+    """A new failure (metric None) or a latency regression of the history's last run."""
+
+    nodeid: str
+    board: str | None
+    metric: str | None
+    good_rev: str
+    bad_rev: str
+    why: str
+
+
+def suspects(history_path: Path, threshold: float) -> tuple[int, list[Suspect]]:
+    """The last run's id, and what it got wrong that the run before it had right: cases
+    that failed and passed there, and bench records slower by more than threshold %."""
+    from .records import history as records
+
+    found = records.load(history_path, last=2)
+    if len(found.runs) < 2:
+        raise BisectError(f"{history_path}: bisecting needs two runs to compare, it holds {len(found.runs)}")
+    before, last = found.runs
+    if not last.git_rev or not before.git_rev:
+        raise BisectError(
+            f"{history_path}: the runs do not record their git revision (was pytest run in a git checkout?)"
+        )
+    out = []
+    passed = {r.nodeid for r in found.results if r.run_id == before.id and r.outcome == "passed"}
+    for r in found.results:
+        if r.run_id == last.id and r.outcome == "failed" and r.nodeid in passed:
+            out.append(Suspect(r.nodeid, r.board, None, before.git_rev, last.git_rev, (r.message or "")[:200]))
+    earlier = {(b.nodeid, b.name): b for b in found.benches if b.run_id == before.id and b.unit != "bytes"}
+    for b in found.benches:
+        old = earlier.get((b.nodeid, b.name))
+        if b.run_id != last.id or old is None or not old.median:
+            continue
+        change = 100.0 * (b.median - old.median) / old.median
+        if change > threshold:
+            why = f"{b.name}: {old.median:g} -> {b.median:g} {b.unit} ({change:+.1f} %)"
+            out.append(Suspect(b.nodeid, b.board, b.name, before.git_rev, last.git_rev, why))
+    return last.id or 0, out
+
+
+def from_history(
+    repo: Path, history_path: Path, pytest_args: list[str], threshold: float, max_steps: int, minutes: float, say=print
+) -> list:
+    """Bisect each new failure and latency regression of the history's last run against the
+    run before it, within a budget of steps (each bisection's) and minutes (all of them);
+    each answer is kept in the history beside the run."""
+    from .records import history as records
+
+    run_id, found = suspects(history_path, threshold)
+    deadline = time.time() + minutes * 60 if minutes else 0.0
+    answers = []
+    for s in found:
+        what = f"{s.nodeid}" + (f" ({s.metric})" if s.metric else "")
+        args = [*pytest_args, *([f"--board={s.board}"] if s.board else []), s.nodeid]
+        status, first, subject, steps, detail = "not bisected", None, None, 0, ""
+        if s.good_rev == s.bad_rev:
+            detail = "both runs were of the same revision: not a change of the code"
+        elif deadline and time.time() > deadline:
+            detail = "the time budget was spent on earlier bisections"
+        else:
+            say(f"pytest-ondevice bisect: {what}: {s.why}")
+            try:
+                above = f"+{threshold:g}%" if s.metric else None
+                result = bisect(repo, s.good_rev, s.bad_rev, args, s.metric, above, 1, say, max_steps, deadline)
+                steps = len(result.steps)
+                if result.first_bad:
+                    status, first = "found", result.first_bad
+                    subject = _git(repo, "show", "-s", "--format=%s", first).strip()
+                else:
+                    status, detail = "ambiguous", "one of " + ", ".join(c[:12] for c in result.candidates)
+            except BisectError as e:
+                detail = str(e)
+        answer = records.Bisection(run_id, s.nodeid, s.board, s.metric, s.good_rev, s.bad_rev, first, subject, steps,
+                                   status, detail)  # fmt: skip
+        records.append_bisection(history_path, answer)
+        say(f"pytest-ondevice bisect: {what}: {status}" + (f": {first[:12]} {subject}" if first else f" ({detail})"))
+        answers.append(answer)
+    if not found:
+        say("pytest-ondevice bisect: the last run has no new failure and no slower kernel to bisect")
+    return answers
+
+
 # -- the report ----------------------------------------------------------------------------
 
 
@@ -441,18 +541,40 @@ def command(argv: list[str]) -> int:
         description="Find the first commit where the selected cases fail, or a bench record got slower. "
         "Run it in your git repository; other options and node ids go to pytest.",
     )
-    parser.add_argument("--good", required=True, metavar="REV", help="a revision where the cases pass")
+    parser.add_argument("--good", metavar="REV", help="a revision where the cases pass")
     parser.add_argument("--bad", default="HEAD", metavar="REV", help="a revision where they fail (default HEAD)")
     parser.add_argument("--metric", metavar="NAME", help="a bench record: a step over --above is bad")
     parser.add_argument("--above", metavar="VALUE|+PCT%", help="the limit of --metric: a figure, or +PCT%% over good")
     parser.add_argument("--repeat", type=int, default=1, metavar="N", help="run each step N times (a flaky case)")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the result as JSON")
+    parser.add_argument(
+        "--history",
+        type=Path,
+        metavar="FILE",
+        help="instead of --good: bisect each new failure and slower kernel of the history's last run "
+        "against the run before it, and keep the answers in the history (the nightly job)",
+    )
+    parser.add_argument("--threshold", type=float, default=5.0, metavar="PCT", help="with --history: slower by (5)")
+    parser.add_argument("--max-steps", type=int, default=0, metavar="N", help="a budget of steps per bisection")
+    parser.add_argument("--max-minutes", type=float, default=0, metavar="M", help="a budget of minutes, in all")
     args, rest = parser.parse_known_args(argv)
     if args.metric and args.above is None:
         parser.error("--metric needs --above VALUE or --above +PCT%")
     repo = Path.cwd()
+    if args.history:
+        try:
+            answers = from_history(repo, args.history, rest, args.threshold, args.max_steps, args.max_minutes)
+        except BisectError as e:
+            print(f"pytest-ondevice bisect: {e}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print("pytest-ondevice bisect: interrupted; the worktree and the bisect state are removed", file=sys.stderr)
+            return 130
+        return 0 if all(a.status == "found" for a in answers) else 1
+    if not args.good:
+        parser.error("--good REV is needed (or --history FILE)")
     try:
-        result = bisect(repo, args.good, args.bad, rest, args.metric, args.above, args.repeat)
+        result = bisect(repo, args.good, args.bad, rest, args.metric, args.above, args.repeat, print, args.max_steps)
     except BisectError as e:
         print(f"pytest-ondevice bisect: {e}", file=sys.stderr)
         return 2

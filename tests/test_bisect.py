@@ -164,7 +164,12 @@ def test_ctrl_c_mid_step_leaves_no_worktree_no_bisect_state_and_the_tree_as_it_w
     cli = [sys.executable, "-c", "import sys; from pytest_ondevice.cli import main; sys.exit(main())", "bisect"]
     args = ["--good", repo.commits[1], "--board=host", "scale_test.c::ScalesByTwo"]
     proc = subprocess.Popen(
-        [*cli, *args], cwd=repo.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+        [*cli, *args],
+        cwd=repo.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
     )
     seen = ""
     deadline = time.monotonic() + 120
@@ -181,3 +186,45 @@ def test_ctrl_c_mid_step_leaves_no_worktree_no_bisect_state_and_the_tree_as_it_w
     common = Path(repo.path, git(repo.path, "rev-parse", "--git-common-dir").strip())
     assert not (common / "ondevice-bisect.lock").exists()
     assert not any((common / "ondevice-bisect").glob("*")) if (common / "ondevice-bisect").exists() else True
+
+
+@pytest.mark.slow
+@NEEDS_QEMU
+def test_the_nightly_job_bisects_its_new_failure_and_slower_kernel_and_the_report_names_the_commits(repo, tmp_path):
+    """Two nights: the first at commit 1, the second at commit 16. `bisect --history` finds the
+    commit of the new failure and of the slower kernel, keeps both in the history, and the
+    morning report shows them beside the regression."""
+    history = tmp_path / "nightly.sqlite"
+    run = [sys.executable, "-m", "pytest", "--board=bluepill-qemu", f"--history={history}", "-p", "no:cacheprovider"]
+    git(repo.path, "checkout", "-q", "-f", repo.commits[1])
+    subprocess.run([*run, "scale_test.c"], cwd=repo.path, capture_output=True, check=True)
+    git(repo.path, "checkout", "-q", "-f", "main")
+    night = subprocess.run([*run, "scale_test.c"], cwd=repo.path, capture_output=True, text=True)
+    assert night.returncode == 1  # ScalesByTwo fails now
+    result = bisect(repo.path, "--history", str(history), "--max-steps", "6")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"scale_test.c::ScalesByTwo[bluepill-qemu]: found: {repo.commits[FIRST_BAD][:12]} change {FIRST_BAD}" in (
+        result.stdout
+    )
+    assert f"(work_kernel): found: {repo.commits[SLOWER][:12]} change {SLOWER}" in result.stdout
+    from pytest_ondevice.records import history as records
+    from pytest_ondevice.records.report import render
+
+    kept = records.load(history)
+    assert {(b.nodeid, b.metric, b.first_bad) for b in kept.bisections} == {
+        ("scale_test.c::ScalesByTwo[bluepill-qemu]", None, repo.commits[FIRST_BAD]),
+        ("scale_test.c::BenchWork[bluepill-qemu]", "work_kernel", repo.commits[SLOWER]),
+    }
+    page = render(kept)
+    assert f"{repo.commits[FIRST_BAD][:12]} change {FIRST_BAD}" in page
+    assert f"{repo.commits[SLOWER][:12]} change {SLOWER}" in page
+    assert page.count('class="first-bad"') == 2
+
+
+def test_a_budget_of_steps_stops_the_search_and_says_so(repo):
+    result = bisect(
+        repo.path, "--good", repo.commits[1], "--max-steps", "1", "--board=host", "scale_test.c::ScalesByTwo"
+    )
+    assert result.returncode == 2
+    assert "the budget ran out after 1 steps, before the first bad commit was found" in result.stderr
+    assert git(repo.path, "worktree", "list").count("\n") == 1

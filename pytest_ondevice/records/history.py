@@ -85,11 +85,24 @@ CREATE TABLE IF NOT EXISTS coverage (
     branch_covered INTEGER,
     branch_total INTEGER
 );
+CREATE TABLE IF NOT EXISTS bisections (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    nodeid TEXT NOT NULL,
+    board TEXT,
+    metric TEXT,
+    good_rev TEXT,
+    bad_rev TEXT,
+    first_bad TEXT,
+    subject TEXT,
+    steps INTEGER,
+    status TEXT NOT NULL,
+    detail TEXT
+);
 CREATE INDEX IF NOT EXISTS results_run ON results(run_id);
 CREATE INDEX IF NOT EXISTS coverage_run ON coverage(run_id);
 CREATE INDEX IF NOT EXISTS benches_run ON benches(run_id);
 """
-# (the coverage table came later without a new version: an added table older readers ignore)
+# (the coverage and bisections tables came later without a new version: added tables older readers ignore)
 # what each version added, to bring an older file up to SCHEMA_VERSION
 MIGRATIONS = {
     2: (
@@ -176,6 +189,24 @@ class Coverage:
 
 
 @dataclass
+class Bisection:
+    """`pytest-ondevice bisect --history`'s answer for one new failure (metric None) or
+    latency regression of a run: the first bad commit, or why there is none."""
+
+    run_id: int
+    nodeid: str
+    board: str | None
+    metric: str | None
+    good_rev: str
+    bad_rev: str
+    first_bad: str | None
+    subject: str | None
+    steps: int
+    status: str  # found, ambiguous (skipped revisions leave several), not bisected
+    detail: str = ""
+
+
+@dataclass
 class History:
     """The runs of a history file, oldest first, with their results and latency records."""
 
@@ -185,6 +216,7 @@ class History:
     total_runs: int  # in the file; runs holds the last N when load() was asked for fewer
     damaged: list[str] = field(default_factory=list)  # values that could not be read, and what was done instead
     coverage: list[Coverage] = field(default_factory=list)
+    bisections: list[Bisection] = field(default_factory=list)
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -355,6 +387,22 @@ def append_run(
     return run_id
 
 
+def append_bisection(path: Path, found: Bisection) -> None:
+    """One bisection's answer, kept beside the run it explains."""
+    db = connect(path)
+    try:
+        names = _fields(Bisection)
+        with db:
+            db.execute(
+                f"INSERT INTO bisections ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
+                tuple(getattr(found, n) for n in names),
+            )
+    except sqlite3.Error as e:
+        raise HistoryError(f"{path}: cannot record the bisection ({e})") from None
+    finally:
+        db.close()
+
+
 def load(path: Path, last: int | None = None) -> History:
     """The history in a file (its last `last` runs); HistoryError if there is none to read."""
     path = Path(path)
@@ -402,7 +450,10 @@ def _read(db: sqlite3.Connection, path: Path, last: int | None) -> History:
         for row in _select(db, "coverage", _fields(Coverage), chosen, limit):
             counts = {k: v if isinstance(v, int) and v >= 0 else 0 for k, v in row.items() if k.endswith(_COUNTED)}
             coverage.append(Coverage(**{**row, **counts}))
-    return History(runs, results, benches, total, damaged, coverage)
+    bisections = []
+    if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'bisections'").fetchone():
+        bisections = [Bisection(**row) for row in _select(db, "bisections", _fields(Bisection), chosen, limit)]
+    return History(runs, results, benches, total, damaged, coverage, bisections)
 
 
 def _json(text: str | None, kind: type, empty, where: str, instead: str, damaged: list[str]):

@@ -609,7 +609,21 @@ def _pass_rate_section(plt, stats: list[DeviceStats]) -> str:
     return "".join(out)
 
 
-def _failures_section(found: list[NewFailure] | None) -> str:
+def first_bad(history: History) -> dict[tuple[str, str | None, str | None], str]:
+    """(nodeid, board, metric) -> what `pytest-ondevice bisect --history` found for the last
+    run: "first bad: <commit> <subject>", or why it found none."""
+    if not history.runs:
+        return {}
+    last = history.runs[-1].id
+    found = {}
+    for b in history.bisections:
+        if b.run_id == last:
+            text = f"{b.first_bad[:12]} {b.subject or ''}".strip() if b.first_bad else f"{b.status}: {b.detail}"
+            found[(b.nodeid, b.board, b.metric)] = text
+    return found
+
+
+def _failures_section(found: list[NewFailure] | None, bisected: dict | None = None) -> str:
     out = ["<h2>New failures since the previous run</h2>"]
     if found is None:
         out.append("<p>No earlier run to compare with.</p>")
@@ -625,15 +639,18 @@ def _failures_section(found: list[NewFailure] | None) -> str:
                 _td(f.result.outcome),
                 _td(f.before),
                 _td((f.result.message or "").strip()[:300], "msg"),
+                *([_td(bisected.get((f.result.nodeid, f.result.board, None), ""), "first-bad")] if bisected else []),
             ]
             for f in found
         ]
-        out.append(_table(["case", "file", "board", "device", "now", "before", "message"], rows, "new-failures"))
+        headers = ["case", "file", "board", "device", "now", "before", "message"] + (["first bad"] if bisected else [])
+        out.append(_table(headers, rows, "new-failures"))
     return "".join(out)
 
 
-def _slow_section(all_series: list[Series], slow: list[Series], threshold: float) -> str:
+def _slow_section(all_series: list[Series], slow: list[Series], threshold: float, bisected: dict | None = None) -> str:
     out = [f"<h2>Newly slow kernels (over {threshold:g} %)</h2>"]
+    by_kernel = {(board, metric): text for (_, board, metric), text in (bisected or {}).items() if metric}
     if not any(s.reference is not None for s in all_series):
         out.append(
             "<p>No earlier run to compare with.</p>" if all_series else "<p>No latency records in these runs.</p>"
@@ -649,10 +666,12 @@ def _slow_section(all_series: list[Series], slow: list[Series], threshold: float
                 _td(_fmt(s.reference or 0), "num"),
                 _td(_fmt(s.latest), "num"),
                 _td(f"{s.change():+.1f} %", "num bad"),
+                *([_td(by_kernel.get((s.board, s.name), ""), "first-bad")] if by_kernel else []),
             ]
             for s in slow
         ]
-        out.append(_table(["kernel", "board", "unit", "reference", "latest", "change"], rows, "slow-kernels"))
+        headers = ["kernel", "board", "unit", "reference", "latest", "change"] + (["first bad"] if by_kernel else [])
+        out.append(_table(headers, rows, "slow-kernels"))
     return "".join(out)
 
 
@@ -709,8 +728,8 @@ def render(history: History, threshold: float = 5.0, last: int = DEFAULT_LAST) -
     body = [
         _header(history, last),
         _damaged_section(history),
-        _failures_section(new_failures(history)),
-        _slow_section(all_series, slow, threshold),
+        _failures_section(new_failures(history), first_bad(history)),
+        _slow_section(all_series, slow, threshold, first_bad(history)),
         _flaky_section(flaky(history), len(history.runs)),
         _device_errors_section(stats, history),
     ]
