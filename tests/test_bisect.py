@@ -5,6 +5,7 @@ store makes each step cheap, and the user's tree is as it was, also after a Ctrl
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -19,26 +20,11 @@ import pytest
 
 NEEDS_QEMU = pytest.mark.skipif(shutil.which("qemu-system-arm") is None, reason="needs qemu-system-arm")
 
-SCALE = """#include "scale.h"
-int scale(int x) {{ return x * {factor}; }}
-unsigned work(unsigned n) {{
-  volatile unsigned acc = 0;
-  for (unsigned i = 0; i < n * {rounds}u; ++i) acc += i;
-  return acc;
-}}
-"""
-TEST = """#include "micro_test.h"
-#include "scale.h"
-TF_LITE_MICRO_TESTS_BEGIN
-TF_LITE_MICRO_TEST(ScalesByTwo) { TF_LITE_MICRO_EXPECT_EQ(scale(3), 6); }
-TF_LITE_MICRO_TEST(BenchWork) {
-  ONDEVICE_BENCH("work_kernel", 100, 3) { work(100); }
-}
-TF_LITE_MICRO_TESTS_END
-"""
-FIRST_BAD = 8  # scale() multiplies by 3 from here on
-DOES_NOT_BUILD = 6  # fixed by the next commit
-SLOWER = 12  # work() does 20 % more rounds from here on
+HISTORY = Path(__file__).resolve().parent.parent / "examples" / "bisect" / "make_history.py"
+_spec = importlib.util.spec_from_file_location("make_history", HISTORY)
+make_history = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(make_history)
+FIRST_BAD, DOES_NOT_BUILD, SLOWER = make_history.FIRST_BAD, make_history.DOES_NOT_BUILD, make_history.SLOWER
 
 
 def git(repo: Path, *args: str) -> str:
@@ -54,27 +40,7 @@ def cache(tmp_path_factory):
 def repo(tmp_path, cache):
     """Commits 1..16; returns the repository with commit i's hash as repo.commits[i]."""
     root = tmp_path / "lib-repo"
-    (root / "lib").mkdir(parents=True)
-    git(root, "init", "-q", "-b", "main")
-    git(root, "config", "user.email", "dev@example.com")
-    git(root, "config", "user.name", "A Developer")
-    (root / "lib" / "scale.h").write_text("int scale(int x);\nunsigned work(unsigned n);\n")
-    (root / "scale_test.c").write_text(TEST)
-    (root / "ondevice.toml").write_text('sources = ["lib/*.c"]\ninclude_dirs = ["lib"]\n')
-    (root / "pytest.ini").write_text(f"[pytest]\nondevice_cache_dir = {cache}\n")
-    (root / ".gitignore").write_text(".ondevice/\n")
-    commits = {}
-    for n in range(1, 17):
-        factor = 3 if n >= FIRST_BAD else 2
-        rounds = 12 if n >= SLOWER else 10
-        text = SCALE.format(factor=factor, rounds=rounds)
-        if n == DOES_NOT_BUILD:
-            text += "int broken( {\n"
-        (root / "lib" / "scale.c").write_text(text)
-        (root / "NOTES").write_text(f"revision {n}\n")
-        git(root, "add", "-A")
-        git(root, "commit", "-q", "-m", f"change {n}")
-        commits[n] = git(root, "rev-parse", "HEAD").strip()
+    commits = make_history.make(root, cache)
     (root / "untracked.txt").write_text("the user's own work in progress\n")  # must survive
     (root / "NOTES").write_text("an uncommitted edit\n")
     return SimpleNamespace(path=root, commits=commits)
