@@ -409,6 +409,7 @@ class Suspect:
     good_rev: str
     bad_rev: str
     why: str
+    change: float = 0.0  # a bench record's, in %
 
 
 def suspects(history_path: Path, threshold: float) -> tuple[int, list[Suspect]]:
@@ -435,9 +436,9 @@ def suspects(history_path: Path, threshold: float) -> tuple[int, list[Suspect]]:
         if b.run_id != last.id or old is None or not old.median:
             continue
         change = 100.0 * (b.median - old.median) / old.median
-        if change > threshold:
+        if change > threshold or (b.deterministic and old.deterministic and change > 0):  # exact: any rise
             why = f"{b.name}: {old.median:g} -> {b.median:g} {b.unit} ({change:+.1f} %)"
-            out.append(Suspect(b.nodeid, b.board, b.name, before.git_rev, last.git_rev, why))
+            out.append(Suspect(b.nodeid, b.board, b.name, before.git_rev, last.git_rev, why, change))
     return last.id or 0, out
 
 
@@ -463,7 +464,11 @@ def from_history(
         else:
             say(f"pytest-ondevice bisect: {what}: {s.why}")
             try:
-                above = f"+{threshold:g}%" if s.metric else None
+                above = (
+                    (f"+{min(threshold, s.change / 2):g}%" if s.change < threshold else f"+{threshold:g}%")
+                    if s.metric
+                    else None
+                )
                 result = bisect(repo, s.good_rev, s.bad_rev, args, s.metric, above, 1, say, max_steps, deadline)
                 steps = len(result.steps)
                 if result.first_bad:

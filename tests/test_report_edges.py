@@ -687,3 +687,63 @@ def test_names_are_escaped_quotes_included():
     assert report._td('a "b" <c>') == "<td>a &quot;b&quot; &lt;c&gt;</td>"
     assert report._td("'x'", "msg") == '<td class="msg">&#x27;x&#x27;</td>'
     assert report._when("2026-11-01T02:00:05+00:00") == "2026-11-01 02:00:05 UTC"
+
+
+# -- what stood in the way of a reader (issue: the morning report names the commit) --------
+
+
+def test_a_failure_shows_its_assertion_and_source_line_first_the_rest_folded_without_xdists_header():
+    text = (
+        "[gw1] linux -- Python 3.11.7 /home/ci/.venv/bin/python\n"
+        "out[0] == 127 failed at add_test.cc:14 (-56 vs 127)\n"
+        "  add_test.cc:13  int8_t out[1];\n"
+        "> add_test.cc:14  EXPECT_EQ(out[0], 127);\n"
+        "  add_test.cc:15  }\n"
+        "device log: /tmp/x.log\n"
+    )
+    cell = report._message_cell(text)
+    assert cell.startswith(
+        '<td class="msg">out[0] == 127 failed at add_test.cc:14 (-56 vs 127)\n'
+        "&gt; add_test.cc:14  EXPECT_EQ(out[0], 127);<details><summary>more</summary><pre>"
+    )
+    assert "[gw1]" not in cell and "device log: /tmp/x.log" in cell  # folded, not lost
+    from pytest_ondevice.records.history import without_worker_header
+
+    assert without_worker_header(text).startswith("out[0] == 127 failed")  # as the history keeps it
+
+
+def test_runs_of_one_day_are_told_apart_by_their_time_and_revision():
+    runs = [Run(started=f"2026-11-25T{h:02d}:10:00+00:00", finished="", git_rev=f"{h:x}" * 40) for h in (9, 11, 13)]
+    assert report.run_labels(runs, [0, 1, 2]) == ["09:10\n9999999", "11:10\nbbbbbbb", "13:10\nddddddd"]
+    days = [Run(started=f"2026-11-{d:02d}T02:00:00+00:00", finished="") for d in (1, 2)]
+    assert report.run_labels(days, [0, 1]) == ["11-01", "11-02"]  # one run a day: the day, no revision known
+
+
+def test_items_that_never_reached_a_fleet_device_are_no_device_of_the_pass_rate(tmp_path):
+    fleet = [
+        Result("a_test.c::A[bluepill]", "A", "passed", board="bluepill", device="bluepill-1"),
+        Result("a_test.c::B[bluepill]", "B", "failed", board="bluepill", device="bluepill-2"),
+        Result("b_test.c::C[bluepill]", "C", "error", board="bluepill", device=None),  # the board was down
+        Result("c_test.c::D[host]", "D", "passed", board="host", device=None),  # no fleet: the board is the device
+    ]
+    history = load(_write(tmp_path / "h.db", (_night(1), fleet, [])))
+    assert [s.device for s in report.devices(history)] == ["bluepill-1", "bluepill-2", "host"]
+
+
+def test_an_exact_figure_that_moved_under_the_limit_is_listed_beside_its_first_bad_commit(tmp_path):
+    ran = [_r("K", "passed", board="bluepill")]
+    path = _write(
+        tmp_path / "h.db",
+        (_night(1, git_rev="a" * 40), ran, [_bench("gemm", 1000), _bench("wall", 100, deterministic=False)]),
+        (_night(2, git_rev="b" * 40), ran, [_bench("gemm", 1032), _bench("wall", 103, deterministic=False)]),
+    )
+    history = load(path)
+    every = report.series(history)
+    slow = report.slow_kernels(every, history, 5.0)
+    assert slow == []  # +3.2 % is under the 5 % line
+    moved = report.changed_exact(every, slow, history)
+    assert [(s.name, s.latest) for s in moved] == [("gemm", 1032.0)]  # the wall-clock +3 % is noise, not listed
+    bisected = {("k_test.c::K[bluepill]", "bluepill", "gemm"): "c0ffee123456 make gemm tile 8"}
+    page = report._slow_section(every, slow, 5.0, bisected, moved)
+    assert '<table class="exact-changes">' in page and "+3.20 %" in page
+    assert '<td class="first-bad">c0ffee123456 make gemm tile 8</td>' in page

@@ -11,6 +11,7 @@ A value a reader cannot decode (a damaged JSON column) is skipped and named, nev
 from __future__ import annotations
 
 import json
+import re
 import socket
 import sqlite3
 import subprocess
@@ -542,10 +543,19 @@ class _Test:
         return "passed"
 
 
+_WORKER_HEADER = re.compile(r"^\[gw\d+\] \S+ -- Python \S+ \S+\n")
+
+
+def without_worker_header(text: str) -> str:
+    """pytest-xdist puts `[gw1] linux -- Python 3.11.7 /path/python` before a worker's
+    failure: the reader wants the assertion first."""
+    return _WORKER_HEADER.sub("", text, count=1)
+
+
 def _message(report) -> str:
     longrepr = report.longrepr
     skip = isinstance(longrepr, tuple) and len(longrepr) == 3  # (path, line, "Skipped: why")
-    text = str(longrepr[2]) if skip else report.longreprtext
+    text = str(longrepr[2]) if skip else without_worker_header(report.longreprtext)
     return text[:MESSAGE_MAX]
 
 

@@ -18,7 +18,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from .history import Bench, Coverage, History, Result, Run
+from .history import Bench, Coverage, History, Result, Run, without_worker_header
 
 DEFAULT_LAST = 30  # runs in the window the charts and tables look at
 MAX_PANELS = 24  # latency panels drawn at most; the newly slow ones first
@@ -129,17 +129,34 @@ def new_failures(history: History) -> list[NewFailure] | None:
     return found
 
 
-def slow_kernels(all_series: list[Series], history: History, threshold: float) -> list[Series]:
-    """Kernels whose latest median (in their board's latest run) is over reference * (1 + threshold %)."""
+def changed_exact(all_series: list[Series], slow: list[Series], history: History) -> list[Series]:
+    """Exact figures (a virtual clock: instructions under QEMU's icount) that moved since the
+    run before, under the threshold too: on such a clock any change is the code's."""
+    flagged = {(s.board, s.name) for s in slow}
+    found = []
+    for s in _in_latest_runs(all_series, history):
+        moved = len(s.points) > 1 and s.points[-1][1] != s.points[-2][1]
+        if s.deterministic and moved and (s.board, s.name) not in flagged:
+            found.append(s)
+    return sorted(found, key=lambda s: -abs(s.points[-1][1] - s.points[-2][1]) / (abs(s.points[-2][1]) or 1))
+
+
+def _in_latest_runs(all_series: list[Series], history: History) -> list[Series]:
+    """The series measured in their board's latest run (a kernel not run then is not news)."""
     latest_of_board = {}
     boards = _boards_by_run(history)
     found = []
     for s in all_series:
         if s.board not in latest_of_board:
             latest_of_board[s.board] = _latest_run_of_board(history, boards, s.board)
-        change = s.change()
-        if change is not None and change > threshold and s.points[-1][0] == latest_of_board[s.board]:
+        if s.points[-1][0] == latest_of_board[s.board]:
             found.append(s)
+    return found
+
+
+def slow_kernels(all_series: list[Series], history: History, threshold: float) -> list[Series]:
+    """Kernels whose latest median (in their board's latest run) is over reference * (1 + threshold %)."""
+    found = [s for s in _in_latest_runs(all_series, history) if (s.change() or 0) > threshold]
     return sorted(found, key=lambda s: -(s.change() or 0))
 
 
@@ -213,10 +230,13 @@ def devices(history: History) -> list[DeviceStats]:
     stats: dict[str, DeviceStats] = {}
     order = {run.id: i for i, run in enumerate(history.runs)}
     known = {r.device for r in history.results if r.device}
+    boards_with_devices = {r.board for r in history.results if r.device and r.device != r.board}
     for r in sorted(history.results, key=lambda r: order[r.run_id]):
-        name = r.device or r.board
-        if name is None:
+        if r.board is None:
             continue  # a plain Python test
+        if r.device is None and r.board in boards_with_devices:
+            continue  # never reached a device of the fleet: not a device's pass rate (the failures list it)
+        name = r.device or r.board
         s = stats.setdefault(name, DeviceStats(name, r.board))
         if r.outcome == "passed":
             s.passed += 1
@@ -288,7 +308,7 @@ def trend_chart(plt, s: Series, runs: list[Run], threshold: float) -> tuple[str,
     wrap = len(title) > 46  # wider than the panel: the unit goes on a second line
     ax.set_title(f"{s.name} · {s.board}\n{s.unit}" if wrap else title, fontsize=8.5)
     ticks = _ticks(xs)
-    ax.set_xticks(ticks, [runs[i].started[5:10] for i in ticks], fontsize=7)
+    ax.set_xticks(ticks, run_labels(runs, ticks), fontsize=6)
     ax.yaxis.set_major_formatter(EngFormatter(sep=""))  # 130k, not 130000
     ax.tick_params(axis="y", labelsize=7)
     ax.grid(True, axis="y", linewidth=0.3)
@@ -297,6 +317,19 @@ def trend_chart(plt, s: Series, runs: list[Run], threshold: float) -> tuple[str,
     png = _png(fig)
     plt.close(fig)
     return png, alt
+
+
+def run_labels(runs: list[Run], ticks: list[int]) -> list[str]:
+    """A label per labelled run that tells the runs apart: the day, or the time when runs
+    share a day, and the revision below it."""
+    days = [runs[i].started[5:10] for i in ticks]
+    same_day = len(set(days)) < len(days)
+    labels = []
+    for i, day in zip(ticks, days, strict=True):
+        when = runs[i].started[11:16] if same_day and len(set(days)) == 1 else day
+        when = f"{day} {runs[i].started[11:16]}" if same_day and len(set(days)) > 1 else when
+        labels.append(f"{when}\n{(runs[i].git_rev or '')[:7]}".rstrip())
+    return labels
 
 
 def _ticks(xs: tuple[int, ...], most: int = 5) -> list[int]:
@@ -491,6 +524,18 @@ def _td(value, cls: str = "") -> str:
     return f'<td class="{cls}">{_e(value)}</td>' if cls else f"<td>{_e(value)}</td>"
 
 
+def _message_cell(text: str) -> str:
+    """A failure's first line (the assertion) and the source line it points at, the rest
+    folded (an older history may still hold xdist's worker header first)."""
+    lines = [line for line in without_worker_header(text.strip() + "\n").splitlines() if line.strip()]
+    if not lines:
+        return '<td class="msg"></td>'
+    head = [lines[0][:300], *[line for line in lines[1:3] if line.lstrip().startswith(">")][:1]]
+    rest = [line for line in lines[1:] if line not in head][:40]
+    folded = f"<details><summary>more</summary><pre>{_e(chr(10).join(rest))}</pre></details>" if rest else ""
+    return f'<td class="msg">{_e(chr(10).join(head))}{folded}</td>'
+
+
 def _when(iso: str) -> str:
     return iso.replace("T", " ").replace("+00:00", " UTC")
 
@@ -638,7 +683,7 @@ def _failures_section(found: list[NewFailure] | None, bisected: dict | None = No
                 _td(f.result.device or ""),
                 _td(f.result.outcome),
                 _td(f.before),
-                _td((f.result.message or "").strip()[:300], "msg"),
+                _message_cell(f.result.message or ""),
                 *([_td(bisected.get((f.result.nodeid, f.result.board, None), ""), "first-bad")] if bisected else []),
             ]
             for f in found
@@ -648,7 +693,13 @@ def _failures_section(found: list[NewFailure] | None, bisected: dict | None = No
     return "".join(out)
 
 
-def _slow_section(all_series: list[Series], slow: list[Series], threshold: float, bisected: dict | None = None) -> str:
+def _slow_section(
+    all_series: list[Series],
+    slow: list[Series],
+    threshold: float,
+    bisected: dict | None = None,
+    moved: list[Series] | None = None,
+) -> str:
     out = [f"<h2>Newly slow kernels (over {threshold:g} %)</h2>"]
     by_kernel = {(board, metric): text for (_, board, metric), text in (bisected or {}).items() if metric}
     if not any(s.reference is not None for s in all_series):
@@ -672,6 +723,25 @@ def _slow_section(all_series: list[Series], slow: list[Series], threshold: float
         ]
         headers = ["kernel", "board", "unit", "reference", "latest", "change"] + (["first bad"] if by_kernel else [])
         out.append(_table(headers, rows, "slow-kernels"))
+    if moved:
+        out.append(
+            "<h3>Exact figures that changed since the run before</h3><p>Counted on a virtual clock "
+            "(instructions), these are the same run to run: any change, under the limit too, is the code's.</p>"
+        )
+        rows = [
+            [
+                _td(s.name),
+                _td(s.board),
+                _td(s.unit),
+                _td(_fmt(s.points[-2][1]), "num"),
+                _td(_fmt(s.latest), "num"),
+                _td(f"{100.0 * (s.latest - s.points[-2][1]) / (s.points[-2][1] or 1):+.2f} %", "num"),
+                *([_td(by_kernel.get((s.board, s.name), ""), "first-bad")] if by_kernel else []),
+            ]
+            for s in moved
+        ]
+        headers = ["kernel", "board", "unit", "before", "latest", "change"] + (["first bad"] if by_kernel else [])
+        out.append(_table(headers, rows, "exact-changes"))
     return "".join(out)
 
 
@@ -729,7 +799,7 @@ def render(history: History, threshold: float = 5.0, last: int = DEFAULT_LAST) -
         _header(history, last),
         _damaged_section(history),
         _failures_section(new_failures(history), first_bad(history)),
-        _slow_section(all_series, slow, threshold, first_bad(history)),
+        _slow_section(all_series, slow, threshold, first_bad(history), changed_exact(all_series, slow, history)),
         _flaky_section(flaky(history), len(history.runs)),
         _device_errors_section(stats, history),
     ]
