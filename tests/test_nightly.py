@@ -48,3 +48,30 @@ def test_the_nightly_script_runs_the_farm_and_writes_junit_history_and_the_repor
         nights = db.execute("SELECT COUNT(DISTINCT run_id) FROM coverage WHERE board IS NULL AND file IS NULL")
         assert nights.fetchone()[0] == 2
     assert "<h2>Code coverage</h2>" in page and "<h2>Stack high-water per case</h2>" in page
+
+
+def test_the_nightly_job_with_bisect_names_the_commit_of_a_planted_bug_and_a_slower_kernel(tmp_path):
+    """BISECT=1, over two nights of examples/bisect's repository (commit 1, then 16): the
+    report shows the first bad commit beside the new failure and the slower kernel."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_history", REPO / "examples/bisect/make_history.py")
+    make_history = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_history)
+    repo = tmp_path / "lib-repo"
+    commits = make_history.make(repo, tmp_path / "cache")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "OUT": str(tmp_path / "out")}
+    env.update(TESTS="scale_test.c", BISECT="1", BISECT_STEPS="6")
+    for rev in (commits[1], "main"):
+        subprocess.run(["git", "checkout", "-q", rev], cwd=repo, check=True)
+        night = subprocess.run(
+            ["bash", str(REPO / "examples/nightly/run.sh")], cwd=repo, env=env, capture_output=True, text=True,
+            timeout=900,
+        )  # fmt: skip
+    assert night.returncode == 1, night.stdout[-3000:] + night.stderr[-2000:]  # ScalesByTwo fails now
+    bug, slower = commits[make_history.FIRST_BAD], commits[make_history.SLOWER]
+    assert f"found: {bug[:12]} change {make_history.FIRST_BAD}" in night.stdout, night.stdout[-4000:]
+    assert f"found: {slower[:12]} change {make_history.SLOWER}" in night.stdout, night.stdout[-4000:]
+    page = (tmp_path / "out" / "nightly.html").read_text()
+    assert page.count(f'<td class="first-bad">{bug[:12]} change {make_history.FIRST_BAD}</td>') == 2  # both boards
+    assert f'<td class="first-bad">{slower[:12]} change {make_history.SLOWER}</td>' in page
