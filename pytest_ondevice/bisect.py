@@ -34,6 +34,7 @@ from pathlib import Path
 GOOD, BAD, SKIP = "good", "bad", "skip"
 EXIT = {GOOD: 0, BAD: 1, SKIP: 125}
 ABORT = 128  # git bisect run stops at once on an exit status above 127
+FLAKY_REPEAT = 3  # runs per step of a case the history calls flaky
 _BUILD_LINE = re.compile(r"ondevice build: (\d+) compiled, (\d+) reused")
 
 
@@ -410,6 +411,7 @@ class Suspect:
     bad_rev: str
     why: str
     change: float = 0.0  # a bench record's, in %
+    flaky: bool = False  # the history says its verdict may be luck: each step is repeated
 
 
 def suspects(history_path: Path, threshold: float) -> tuple[int, list[Suspect]]:
@@ -429,7 +431,12 @@ def suspects(history_path: Path, threshold: float) -> tuple[int, list[Suspect]]:
     passed = {r.nodeid for r in found.results if r.run_id == before.id and r.outcome == "passed"}
     for r in found.results:
         if r.run_id == last.id and r.outcome == "failed" and r.nodeid in passed:
-            out.append(Suspect(r.nodeid, r.board, None, before.git_rev, last.git_rev, (r.message or "")[:200]))
+            flaky = bool(r.flaky or r.reruns) or any(
+                o.nodeid == r.nodeid and (o.flaky or o.reruns) for o in found.results if o.run_id == before.id
+            )
+            out.append(
+                Suspect(r.nodeid, r.board, None, before.git_rev, last.git_rev, (r.message or "")[:200], 0, flaky)
+            )
     earlier = {(b.nodeid, b.name): b for b in found.benches if b.run_id == before.id and b.unit != "bytes"}
     for b in found.benches:
         old = earlier.get((b.nodeid, b.name))
@@ -469,7 +476,8 @@ def from_history(
                     if s.metric
                     else None
                 )
-                result = bisect(repo, s.good_rev, s.bad_rev, args, s.metric, above, 1, say, max_steps, deadline)
+                repeat = FLAKY_REPEAT if s.flaky else 1
+                result = bisect(repo, s.good_rev, s.bad_rev, args, s.metric, above, repeat, say, max_steps, deadline)
                 steps = len(result.steps)
                 if result.first_bad:
                     status, first = "found", result.first_bad

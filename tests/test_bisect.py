@@ -194,3 +194,44 @@ def test_a_budget_of_steps_stops_the_search_and_says_so(repo):
     assert result.returncode == 2
     assert "the budget ran out after 1 steps, before the first bad commit was found" in result.stderr
     assert git(repo.path, "worktree", "list").count("\n") == 1
+
+
+FLAKY = """#include <time.h>
+#include "micro_test.h"
+#include "scale.h"
+TF_LITE_MICRO_TESTS_BEGIN
+// fails at every revision on odd clock ticks: no revision's verdict is to be trusted
+TF_LITE_MICRO_TEST(ScalesByTwo) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  TF_LITE_MICRO_EXPECT_EQ(scale(3) + (int)((t.tv_nsec / 1000) & 1), 6);
+}
+TF_LITE_MICRO_TESTS_END
+"""
+
+
+def test_repeated_steps_say_whether_their_runs_agreed(repo, tmp_path):
+    out = tmp_path / "result.json"
+    args = ("--good", repo.commits[1], "--repeat", "2", "--json", str(out), "--board=host", "scale_test.c::ScalesByTwo")
+    result = bisect(repo.path, *args)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"first bad commit: {repo.commits[FIRST_BAD]}" in result.stdout
+    assert "every step's 2 runs agreed" in result.stdout
+    assert all(len(s["runs"]) == 2 for s in steps_of(out))
+
+
+def test_a_flaky_case_is_not_bisected_blindly(tmp_path, cache):
+    """A case that fails by chance at every revision: repeated runs disagree, and the result
+    says so (the ends are refused for what they are, or the steps are marked not sure)."""
+    root = tmp_path / "flaky-repo"
+    make_history.make(root, cache)
+    (root / "scale_test.c").write_text(FLAKY)
+    (root / "lib" / "scale.c").write_text(make_history.SCALE.format(factor=2, rounds=10))
+    git(root, "commit", "-q", "-am", "a flaky test, a correct library")
+    first = git(root, "rev-parse", "HEAD").strip()
+    for n in range(3):
+        (root / "NOTES").write_text(f"more {n}\n")
+        git(root, "commit", "-q", "-am", f"more {n}")
+    result = bisect(root, "--good", first, "--repeat", "7", "--board=host", "scale_test.c::ScalesByTwo")
+    said = result.stdout + result.stderr
+    assert "runs disagree" in said, said
