@@ -34,6 +34,8 @@ from pathlib import Path
 GOOD, BAD, SKIP = "good", "bad", "skip"
 EXIT = {GOOD: 0, BAD: 1, SKIP: 125}
 ABORT = 128  # git bisect run stops at once on an exit status above 127
+PYTEST_GRACE = 30.0  # seconds a step's pytest has to end its run after Ctrl-C
+DOES_NOT_BUILD = "does not build"
 FLAKY_REPEAT = 3  # runs per step of a case the history calls flaky
 _BUILD_LINE = re.compile(r"ondevice build: (\d+) compiled, (\d+) reused")
 
@@ -68,15 +70,20 @@ class Config:
     junit_dir: str = ""
     max_steps: int = 0  # a budget (0: none): git bisect run is stopped when it is spent
     deadline: float = 0.0  # time.time() after which no step starts (0: none)
+    subdir: str = "."  # where pytest runs, relative to the worktree's top (the user's cwd in the repo)
+    unbuildable_is_bad: bool = False  # the bad end is a build failure: a revision that does not build is bad
 
 
 # -- a step ------------------------------------------------------------------------------
 
 
-def run_step(config: Config, cwd: Path) -> Step:
+def run_step(config: Config, top: Path) -> Step:
     """Run pytest `repeat` times at the checked-out revision and decide its verdict."""
-    rev = _git(cwd, "rev-parse", "HEAD").strip()
-    subject = _git(cwd, "log", "-1", "--format=%s").strip()
+    rev = _git(top, "rev-parse", "HEAD").strip()
+    subject = _git(top, "log", "-1", "--format=%s").strip()
+    if (top / ".gitmodules").is_file():  # neither worktree add nor bisect's checkouts update them
+        _git(top, "submodule", "update", "--init", "--recursive", "--quiet")
+    cwd = top / config.subdir
     started = time.monotonic()
     verdicts, whys, figures, logs = [], [], [], []
     compiled = reused = 0
@@ -86,11 +93,13 @@ def run_step(config: Config, cwd: Path) -> Step:
         argv = [sys.executable, "-m", "pytest", *config.pytest_args, f"--junitxml={junit}", "-p", "no:cacheprovider"]
         if config.metric:
             argv.append(f"--bench-json={bench}")
-        proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, errors="replace")
+        proc = _pytest(argv, cwd)
         m = _BUILD_LINE.search(proc.stdout)
         if m:
             compiled, reused = compiled + int(m.group(1)), reused + int(m.group(2))
         verdict, why = judge(proc.returncode, junit, proc.stdout)
+        if verdict == SKIP and why == DOES_NOT_BUILD and config.unbuildable_is_bad:
+            verdict = BAD
         logs.append(case_log(junit))
         figure = None
         if verdict == GOOD and config.metric:
@@ -110,6 +119,22 @@ def run_step(config: Config, cwd: Path) -> Step:
     step.log = next((log for log in logs if log), "")
     step.metric = sorted(known)[len(known) // 2] if known else None
     return step
+
+
+def _pytest(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """pytest, given time to end its run on Ctrl-C (release its leases, stop its compilers)
+    instead of subprocess.run's kill a quarter second later."""
+    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
+    try:
+        out, err = proc.communicate()
+    except BaseException:
+        try:
+            proc.wait(timeout=PYTEST_GRACE)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        raise
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 def judge(returncode: int, junit: Path, stdout: str) -> tuple[str, str]:
@@ -135,7 +160,7 @@ def judge(returncode: int, junit: Path, stdout: str) -> tuple[str, str]:
     if failed:
         return BAD, f"failed: {', '.join(failed[:5])}" + (f" and {len(failed) - 5} more" if len(failed) > 5 else "")
     if built_not:
-        return SKIP, "does not build"
+        return SKIP, DOES_NOT_BUILD
     if errors:
         return SKIP, f"infrastructure errors: {', '.join(errors[:3])}"
     if not cases:
@@ -199,11 +224,14 @@ def step_main(config_path: str) -> int:
         return ABORT  # git bisect run stops at once
     try:
         step = run_step(config, Path.cwd())
-    except KeyboardInterrupt:
-        return ABORT
+    except (KeyboardInterrupt, BisectError):
+        return ABORT  # interrupted, or git itself failed: stop the search rather than guess
     with open(config.steps_file, "a") as f:
         f.write(json.dumps(asdict(step)) + "\n")
-    print(f"pytest-ondevice bisect: {step.rev[:12]} {step.verdict} ({step.why}) in {step.seconds:.1f} s", flush=True)
+    with contextlib.suppress(OSError):  # the reader gone (a broken pipe) must not turn the verdict into bad
+        print(
+            f"pytest-ondevice bisect: {step.rev[:12]} {step.verdict} ({step.why}) in {step.seconds:.1f} s", flush=True
+        )
     return EXIT[step.verdict]
 
 
@@ -230,6 +258,7 @@ def bisect(
     say=print,
     max_steps: int = 0,
     deadline: float = 0.0,
+    unbuildable_is_bad: bool = False,
 ) -> Result:
     """Find the first bad commit between good and bad, in a worktree of its own."""
     top = Path(_git(repo, "rev-parse", "--show-toplevel").strip())
@@ -242,7 +271,10 @@ def bisect(
     with _lock(common), tempfile.TemporaryDirectory(prefix="ondevice-bisect-") as tmp:
         work = common / "ondevice-bisect" / Path(tmp).name
         steps = str(Path(tmp) / "steps.jsonl")
-        config = Config(pytest_args, metric, None, max(1, repeat), steps, tmp, max_steps, deadline)
+        subdir = str(Path(os.path.realpath(repo)).relative_to(os.path.realpath(top)))
+        config = Config(
+            pytest_args, metric, None, max(1, repeat), steps, tmp, max_steps, deadline, subdir, unbuildable_is_bad
+        )
         work.parent.mkdir(parents=True, exist_ok=True)
         _git(top, "worktree", "add", "--detach", "--quiet", str(work), bad_rev)
         try:
@@ -278,6 +310,7 @@ def _search(work: Path, good: str, bad: str, config: Config, above: str | None, 
         stderr=subprocess.STDOUT,
         text=True,
         errors="replace",
+        start_new_session=True,  # ended as a group, whatever ends this process
     )
     output = []
     try:
@@ -328,23 +361,27 @@ def _limit(above: str, baseline: float | None, metric: str | None) -> float:
 
 
 def _stop(proc: subprocess.Popen) -> None:
-    """Ctrl-C: the step's pytest got it too and ends its run; wait for it, then make sure."""
-    try:
-        proc.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(OSError):
-            proc.send_signal(signal.SIGKILL)
-        proc.wait()
+    """Interrupted (Ctrl-C, SIGTERM, a broken pipe): the search and its step's pytest are told
+    as Ctrl-C tells them, given time to end their run, then ended as a group."""
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGINT)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=PYTEST_GRACE + 5)
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 def _clean(top: Path, work: Path) -> None:
     """No worktree and no bisect state left behind, whatever happened."""
     with contextlib.suppress(BisectError):
-        _git(work, "bisect", "reset", "--quiet")
+        _git(work, "bisect", "reset")
     with contextlib.suppress(BisectError):
         _git(top, "worktree", "remove", "--force", str(work))
     with contextlib.suppress(BisectError):
         _git(top, "worktree", "prune")
+    with contextlib.suppress(OSError):
+        work.parent.rmdir()  # .git/ondevice-bisect/, when no other bisection's worktree is in it
 
 
 @contextlib.contextmanager
@@ -477,7 +514,10 @@ def from_history(
                     else None
                 )
                 repeat = FLAKY_REPEAT if s.flaky else 1
-                result = bisect(repo, s.good_rev, s.bad_rev, args, s.metric, above, repeat, say, max_steps, deadline)
+                broken = s.why.startswith("build failed")  # the commit to find is the one that broke the build
+                result = bisect(
+                    repo, s.good_rev, s.bad_rev, args, s.metric, above, repeat, say, max_steps, deadline, broken
+                )
                 steps = len(result.steps)
                 if result.first_bad:
                     status, first = "found", result.first_bad
@@ -538,6 +578,10 @@ def describe(repo: Path, result: Result) -> list[str]:
     return lines
 
 
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m pytest_ondevice.bisect step CONFIG` (git bisect run's callback)."""
     args = sys.argv[1:] if argv is None else argv
@@ -571,13 +615,17 @@ def command(argv: list[str]) -> int:
     parser.add_argument("--max-steps", type=int, default=0, metavar="N", help="a budget of steps per bisection")
     parser.add_argument("--max-minutes", type=float, default=0, metavar="M", help="a budget of minutes, in all")
     args, rest = parser.parse_known_args(argv)
+    for number in (signal.SIGTERM, signal.SIGHUP):  # a CI job's cancel: clean up as for Ctrl-C
+        signal.signal(number, _interrupt)
     if args.metric and args.above is None:
         parser.error("--metric needs --above VALUE or --above +PCT%")
     repo = Path.cwd()
     if args.history:
+        from .records.history import HistoryError
+
         try:
             answers = from_history(repo, args.history, rest, args.threshold, args.max_steps, args.max_minutes)
-        except BisectError as e:
+        except (BisectError, HistoryError) as e:
             print(f"pytest-ondevice bisect: {e}", file=sys.stderr)
             return 2
         except KeyboardInterrupt:

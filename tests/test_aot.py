@@ -253,3 +253,36 @@ def test_a_triple_xla_rejects_is_an_error_naming_the_model_the_board_and_tfcompi
             "by signal 6): Unsupported CPU type: thumbv7em-unknown-none-eabihf"
         ]
     )
+
+
+def test_two_models_in_a_directory_and_two_directories_with_a_model_of_one_name_each_link_their_own(mlp):
+    """Each model's symbols carry its name, and each SavedModel's entry has a place of its
+    own: a and b both call theirs "mlp", and a also has "second"."""
+    for d in ("a", "b"):
+        shutil.copytree(mlp.path / "aot" / "mlp_savedmodel", mlp.path / d / "saved")
+    shutil.copytree(mlp.path / "aot" / "mlp_savedmodel", mlp.path / "a" / "second")
+    (mlp.path / "b" / "saved" / "fingerprint.pb").write_bytes(b"another SavedModel's bytes")  # a content of its own
+    mlp.write("a/ondevice.toml", '[models.mlp]\nsaved_model = "saved"\n[models.second]\nsaved_model = "second"\n')
+    mlp.write("b/ondevice.toml", '[models.mlp]\nsaved_model = "saved"\n')
+    both = """
+        #include "micro_test.h"
+        #include "mlp_model.h"
+        {extra}
+        #include "../aot/golden.h"
+        TF_LITE_MICRO_TESTS_BEGIN
+        TF_LITE_MICRO_TEST(Runs) {{
+          float y[MLP_LOGITS_COUNT];
+          TF_LITE_MICRO_EXPECT_EQ(mlp_run(kGoldenInput[0], y), 0);
+          TF_LITE_MICRO_EXPECT_NEAR(kGoldenOutput[0][0], y[0], 1e-5f);
+          {call}
+        }}
+        TF_LITE_MICRO_TESTS_END
+    """
+    mlp.write(
+        "a/a_test.c",
+        both.format(
+            extra='#include "second_model.h"', call="TF_LITE_MICRO_EXPECT_EQ(second_run(kGoldenInput[1], y), 0);"
+        ),
+    )
+    mlp.write("b/b_test.c", both.format(extra="", call=""))
+    mlp.run("a", "b", board="host").assert_outcomes(passed=2)

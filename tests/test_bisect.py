@@ -235,3 +235,39 @@ def test_a_flaky_case_is_not_bisected_blindly(tmp_path, cache):
     result = bisect(root, "--good", first, "--repeat", "7", "--board=host", "scale_test.c::ScalesByTwo")
     said = result.stdout + result.stderr
     assert "runs disagree" in said, said
+
+
+def test_a_project_in_a_subdirectory_of_the_repository_is_bisected_from_there(tmp_path, cache):
+    """A monorepo: pytest's root is fw/, where the user runs bisect; each step runs there."""
+    outer = tmp_path / "mono"
+    outer.mkdir()
+    made = make_history.make(outer / "fw", cache)  # a repository of its own ...
+    shutil.move(str(outer / "fw" / ".git"), str(outer / ".git"))  # ... made the monorepo's, fw/ a subdirectory
+    git(outer, "add", "-A")
+    git(outer, "commit", "-q", "-m", "the firmware moves into fw/")
+    first = git(outer, "rev-list", "--max-parents=0", "HEAD").strip()
+    assert first == made[1]
+    result = bisect(outer / "fw", "--good", git(outer, "rev-parse", "HEAD").strip(), "--bad", "HEAD",
+                    "--board=host", "scale_test.c::ScalesByTwo")  # fmt: skip
+    assert "the good end" in result.stderr  # the commit that moved fw/: fails there, found at fw/
+
+
+def test_sigterm_mid_step_cleans_up_as_ctrl_c_does(repo):
+    before = state(repo.path)
+    cli = [sys.executable, "-c", "import sys; from pytest_ondevice.cli import main; sys.exit(main())", "bisect"]
+    args = ["--good", repo.commits[1], "--board=host", "scale_test.c::ScalesByTwo"]
+    proc = subprocess.Popen([*cli, *args], cwd=repo.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen = ""
+    deadline = time.monotonic() + 120
+    assert proc.stdout is not None
+    while "revisions, about" not in seen and time.monotonic() < deadline:
+        seen += proc.stdout.readline()
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)  # a CI job's cancel: to the bisect process alone
+    rest, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, seen + rest
+    assert state(repo.path) == before
+    assert "refs/bisect" not in git(repo.path, "for-each-ref")
+    time.sleep(1)
+    stray = subprocess.run(["pgrep", "-f", "pytest_ondevice.bisect step"], capture_output=True, text=True).stdout
+    assert stray.strip() == "", "a step went on after the bisect ended"

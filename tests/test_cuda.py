@@ -135,6 +135,23 @@ def test_a_board_file_with_a_misspelt_gpu_architecture_names_the_file_and_key(pr
     assert result.ret != 0
 
 
+def test_nvcc_keeps_commas_spaces_and_gnu_dialects_of_host_flags_in_one_piece():
+    board = REGISTRY.get("host-cuda")
+    argv = cuda.compile_argv(
+        cuda.toolkit(board),
+        board,
+        ("c++",),
+        ["-ffile-prefix-map=/a b=.", "-Wa,--noexecstack", "-DV=1,2", "-std=gnu++17"],
+    )
+    assert argv[-5:] == [
+        '-Xcompiler="-ffile-prefix-map=/a b=."',
+        "-Xcompiler=-Wa\\,--noexecstack",
+        "-DV=1\\,2",
+        "-std=c++17",
+        "-Xcompiler=-std=gnu++17",
+    ]
+
+
 def test_nvcc_gets_the_boards_host_flags_through_xcompiler_and_its_own_directly():
     board = REGISTRY.get("jetson-cuda")
     tk = cuda.toolkit(board)
@@ -166,7 +183,9 @@ def test_the_fat_binary_reader_names_each_image_and_survives_garbage(tmp_path):
     fatbin = struct.pack("<IHHQ", cuda.FATBIN_MAGIC, 1, 16, len(body)) + body
     damaged = struct.pack("<IHHQ", cuda.FATBIN_MAGIC, 1, 0, 0) + b"\xff" * 40  # sizes of 0, then garbage
     assert cuda.gpu_images(Path(shutil.which("true"))) == set()  # no .nv_fatbin at all
-    for data, want in ((fatbin, {"sm_87", "compute_87"}), (damaged + fatbin, {"sm_87", "compute_87"})):
+    truncated = fatbin[: len(fatbin) - 52]  # the PTX entry's header runs past the end
+    cases = ((fatbin, {"sm_87", "compute_87"}), (damaged + fatbin, {"sm_87", "compute_87"}), (truncated, {"sm_87"}))
+    for data, want in cases:
         section = tmp_path / "fatbin.bin"
         section.write_bytes(data)
         obj = tmp_path / "x.o"

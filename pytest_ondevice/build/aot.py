@@ -27,7 +27,9 @@ from .toolchain import ToolchainError
 SETUP = "scripts/setup.sh --aot (in a pytest-ondevice checkout), or pip install 'pytest-ondevice[aot]'"
 CLI = "saved_model_cli"
 ALIGN = 64  # XLA's buffers: the kernels may use aligned vector loads
+COMPILE_TIMEOUT = 600
 _KIND = {0: "constant", 1: "temp", 2: "entry"}  # EncodedBufferAllocationInfo's low two bits
+_RESERVED = "od_"  # the entry's own names begin so
 _C_TYPES = {
     "float": "float",
     "double": "double",
@@ -96,12 +98,21 @@ def sizes(program: Program, kernels: Path, constants: Path) -> ModelSizes:
 
 
 def saved_model_digest(directory: Path) -> str:
-    """The SavedModel's content: every file's path within it and bytes."""
+    """The SavedModel's content: every file's path within it and bytes (read in blocks)."""
     h = hashlib.sha256()
     for path in sorted(p for p in directory.rglob("*") if p.is_file()):
         h.update(str(path.relative_to(directory)).encode() + b"\0")
-        h.update(hashlib.sha256(path.read_bytes()).digest())
+        part = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                part.update(block)
+        h.update(part.digest())
     return h.hexdigest()
+
+
+def class_name(model: str) -> str:
+    """tfcompile's class for a model: its name is in every symbol, so two models link together."""
+    return "OdModel_" + model
 
 
 def compile_model(
@@ -116,7 +127,12 @@ def compile_model(
     if cpu:
         argv += ["--target_cpu", cpu]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    return subprocess.run(argv, capture_output=True, text=True, errors="replace", env=env, timeout=600)
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, errors="replace", env=env, timeout=COMPILE_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(argv, -9, "", f"tfcompile did not finish in {COMPILE_TIMEOUT} s")
+    except OSError as e:
+        return subprocess.CompletedProcess(argv, 127, "", f"tfcompile could not be started: {e}")
 
 
 def failure(model: str, board: str, triple: str, result: subprocess.CompletedProcess) -> str:
@@ -230,6 +246,11 @@ def _tensors(text: str, what: str) -> tuple[Tensor, ...]:
 def c_entry(program: Program, name: str) -> tuple[str, str]:
     """The C header and source of `<name>_run`, from what tfcompile's header says."""
     upper = name.upper()
+    names = [t.name for t in (*program.args, *program.results)]
+    clash = sorted({n for n in names if names.count(n) > 1 or n.startswith(_RESERVED) or not n.isidentifier()})
+    if clash:
+        raise HeaderError(f"its inputs and outputs are named {', '.join(clash)}: rename them in the signature "
+                          "(each a distinct C identifier)")  # fmt: skip
     params = [f"const {t.ctype} *{t.name}" for t in program.args] + [f"{t.ctype} *{t.name}" for t in program.results]
     header = [
         f"/* {name}: a model compiled ahead of time by XLA (tfcompile), called with no runtime.",
@@ -273,38 +294,38 @@ def c_entry(program: Program, name: str) -> tuple[str, str]:
         if b.kind != "constant":
             src.append(f"static uint8_t od_buffer_{i}[{_padded(b.size)}] __attribute__((aligned({ALIGN})));")
     src.append(f"int {name}_run({', '.join(params)}) {{")
-    src.append(f"  void *table[{len(program.buffers)}];")
+    src.append(f"  void *od_table[{len(program.buffers)}];")
     constants = iter(program.constants)
     for i, b in enumerate(program.buffers):
         if b.kind == "constant":
             symbol = next(constants)
             src += [
                 "  {",
-                "    uint64_t size;",
-                f"    memcpy(&size, {symbol}, sizeof size);",
-                f"    if (size != {b.size}u) return -2;",
-                f"    table[{i}] = (void *)({symbol} + 64);",
+                "    uint64_t od_size;",
+                f"    memcpy(&od_size, {symbol}, sizeof od_size);",
+                f"    if (od_size != {b.size}u) return -2;",
+                f"    od_table[{i}] = (void *)({symbol} + 64);",
                 "  }",
             ]
         else:
-            src.append(f"  table[{i}] = od_buffer_{i};")
+            src.append(f"  od_table[{i}] = od_buffer_{i};")
     for i, b in enumerate(program.buffers):
         if b.arg is not None:
             t = program.args[b.arg]
             src.append(f"  memcpy(od_buffer_{i}, {t.name}, sizeof *{t.name} * {t.count});")
     for call in program.calls:
-        args = ", ".join(f"{{(uint8_t *)table[{b}] + {o}, {s}}}" for b, o, s in call.args)
+        args = ", ".join(f"{{(uint8_t *)od_table[{b}] + {o}, {s}}}" for b, o, s in call.args)
         x, y, z = call.dims
         src += [
             "  {",
-            f"    const od_xla_arg args[{len(call.args)}] = {{{args}}};",
-            f"    const od_xla_dims dims = {{{x}, {y}, {z}}};",
-            f"    for (uint64_t z = 0; z < {z}; ++z)",
-            f"      for (uint64_t y = 0; y < {y}; ++y)",
-            f"        for (uint64_t x = 0; x < {x}; ++x) {{",
-            "          const od_xla_dims id = {x, y, z};",
-            f"          const od_xla_frame frame = {{&dims, &id, {len(call.args)}, args}};",
-            f"          if ({call.name}(&frame)) return -1;",
+            f"    const od_xla_arg od_args[{len(call.args)}] = {{{args}}};",
+            f"    const od_xla_dims od_dims = {{{x}, {y}, {z}}};",
+            f"    for (uint64_t od_z = 0; od_z < {z}; ++od_z)",
+            f"      for (uint64_t od_y = 0; od_y < {y}; ++od_y)",
+            f"        for (uint64_t od_x = 0; od_x < {x}; ++od_x) {{",
+            "          const od_xla_dims od_id = {od_x, od_y, od_z};",
+            f"          const od_xla_frame od_frame = {{&od_dims, &od_id, {len(call.args)}, od_args}};",
+            f"          if ({call.name}(&od_frame)) return -1;",
             "        }",
             "  }",
         ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import hashlib
 import json
 import os
 import platform
@@ -406,7 +407,16 @@ class Builder:
             content = aot.saved_model_digest(model.saved_model)
         except OSError as e:
             raise aot.AotError(f"model '{model.name}': cannot read {model.saved_model}: {e.strerror}") from None
-        key = key_of("aot", tf.identity, content, triple, board.aot.cpu, model.signature, model.tag_set)
+        key = key_of(
+            "aot",
+            tf.identity,
+            content,
+            triple,
+            board.aot.cpu,
+            model.signature,
+            model.tag_set,
+            aot.class_name(model.name),
+        )
         made: dict[str, Path] = {}
 
         def produce(which: str) -> Callable[[Path], object]:
@@ -416,7 +426,14 @@ class Builder:
                         self._current = f"{board.name}: model {model.name} (tfcompile)"
                     staged = self.store.staging()
                     result = aot.compile_model(
-                        tf, model.saved_model, model.signature, model.tag_set, "Model", triple, board.aot.cpu, staged
+                        tf,
+                        model.saved_model,
+                        model.signature,
+                        model.tag_set,
+                        aot.class_name(model.name),
+                        triple,
+                        board.aot.cpu,
+                        staged,
                     )
                     if result.returncode != 0 or not (staged / "model_constants.o").is_file():
                         raise aot.AotError(aot.failure(model.name, board.name, triple, result))
@@ -438,8 +455,13 @@ class Builder:
             raise aot.AotError(
                 f"model '{model.name}' cannot run on board '{board.name}' without XLA's runtime: {e}"
             ) from None
-        where = self.root / board.name / "aot" / model.name
-        h_text, c_text = aot.c_entry(program, model.name)
+        # one directory per SavedModel: two ondevice.toml may each name a model "mlp"
+        place = hashlib.sha256(str(model.saved_model).encode()).hexdigest()[:10]
+        where = self.root / board.name / "aot" / f"{model.name}-{place}"
+        try:
+            h_text, c_text = aot.c_entry(program, model.name)
+        except aot.HeaderError as e:
+            raise aot.AotError(f"model '{model.name}' ({model.saved_model}): {e}") from None
         written = aot.write_if_changed(where / f"{model.name}_model.h", h_text)
         written = aot.write_if_changed(where / f"{model.name}_model.c", c_text) or written
         if written:  # a file this new could be half-written to the store's eye: let it settle

@@ -166,16 +166,25 @@ def compile_argv(tk: CudaToolkit, board: Board, host_cxx: tuple[str, ...], host_
     value_of_host_flag = False
     for flag in [*host_cxx[1:], *host_flags]:
         if value_of_host_flag:  # `-isystem DIR`: the value goes where its flag went
-            argv.append(f"-Xcompiler={flag}")
+            argv.append(f"-Xcompiler={_escaped(flag)}")
             value_of_host_flag = False
+        elif flag.startswith("-std=gnu++"):  # nvcc knows c++NN only: the host pass keeps GNU's dialect
+            argv += [f"-std=c++{flag[len('-std=gnu++') :]}", f"-Xcompiler={flag}"]
         elif flag.startswith(("-I", "-D", "-U", "-std=")) or flag == "-c" or not flag.startswith("-"):
-            argv.append(flag)  # nvcc's own (and the source): it passes them on to the host pass
+            argv.append(flag.replace(",", "\\,") if flag.startswith("-D") else flag)  # nvcc's own, and the source
         elif flag.startswith("-O"):
             argv += [flag, f"-Xcompiler={flag}"]
         else:
-            argv.append(f"-Xcompiler={flag}")
+            argv.append(f"-Xcompiler={_escaped(flag)}")
             value_of_host_flag = flag in HOST_FLAGS_WITH_A_VALUE
     return argv
+
+
+def _escaped(value: str) -> str:
+    """nvcc splits option values at commas and spaces: `\\,` keeps a comma (-Wl,..., -DX=1,2),
+    double quotes keep a path with a space in one piece."""
+    value = value.replace(",", "\\,")
+    return f'"{value}"' if " " in value else value
 
 
 def preprocess_argv(argv: list[str]) -> list[str]:
@@ -209,7 +218,7 @@ def gpu_images(path: Path) -> set[str]:
         if magic != FATBIN_MAGIC:
             off += 8  # padding between fat binaries
             continue
-        entry, end = off + header, off + header + size
+        entry, end = off + header, min(off + header + size, len(data))  # a truncated one: as far as it goes
         while entry + 32 <= end:
             kind, _, entry_header, payload = struct.unpack_from("<HHIQ", data, entry)
             arch = struct.unpack_from("<I", data, entry + 28)[0]
