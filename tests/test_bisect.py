@@ -249,7 +249,8 @@ def test_a_project_in_a_subdirectory_of_the_repository_is_bisected_from_there(tm
     assert first == made[1]
     result = bisect(outer / "fw", "--good", git(outer, "rev-parse", "HEAD").strip(), "--bad", "HEAD",
                     "--board=host", "scale_test.c::ScalesByTwo")  # fmt: skip
-    assert "the good end" in result.stderr  # the commit that moved fw/: fails there, found at fw/
+    # the commit that moved fw/ fails there: the step found the case at fw/ (not "do not exist")
+    assert "is not good: failed: ScalesByTwo[host]" in result.stderr, result.stderr
 
 
 def test_sigterm_mid_step_cleans_up_as_ctrl_c_does(repo):
