@@ -160,6 +160,7 @@ def test_nvcc_gets_the_boards_host_flags_through_xcompiler_and_its_own_directly(
     )
     assert argv[:3] == [str(tk.nvcc), "-ccbin", "aarch64-linux-gnu-g++"]
     assert "-gencode=arch=compute_87,code=sm_87" in argv and "-gencode=arch=compute_87,code=compute_87" in argv
+    assert "-DONDEVICE_CUDA_MIN_ARCH=87" in argv  # an older GPU is refused as unavailable, before any case
     assert argv[-8:] == [
         "-O2",
         "-Xcompiler=-O2",

@@ -163,6 +163,8 @@ def compile_argv(tk: CudaToolkit, board: Board, host_cxx: tuple[str, ...], host_
     """nvcc, the device architectures and the host compiler; host_flags are what the board's
     C++ compiler would get (passed through -Xcompiler, one by one: a flag may hold a comma)."""
     argv = [str(tk.nvcc), "-ccbin", host_cxx[0], *gencode(board.cuda.archs), f"-I{tk.target_include}"]
+    if board.cuda.archs:  # our header refuses an older GPU as the device's trouble, not the test's
+        argv.append(f"-DONDEVICE_CUDA_MIN_ARCH={min(int(a.removeprefix('sm_')) for a in board.cuda.archs)}")
     value_of_host_flag = False
     for flag in [*host_cxx[1:], *host_flags]:
         if value_of_host_flag:  # `-isystem DIR`: the value goes where its flag went

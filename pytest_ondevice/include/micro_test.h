@@ -416,8 +416,16 @@ static OD_UNUSED void od_gpu_check(void) {
                 od_nonce, cudaGetErrorName(e), (int)e, cudaGetErrorString(e), driver, runtime);
     exit(ONDEVICE_UNAVAILABLE_EXIT);
   }
-  if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess)
-    MicroPrintf("#ondevice %s gpu %s sm_%d%d", od_nonce, prop.name, prop.major, prop.minor);
+  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return;
+#ifdef ONDEVICE_CUDA_MIN_ARCH /* the lowest architecture nvcc built for (the board's [cuda] archs) */
+  if (prop.major * 10 + prop.minor < ONDEVICE_CUDA_MIN_ARCH) {
+    MicroPrintf("#ondevice %s unavailable the GPU %s is sm_%d%d, older than sm_%d, the lowest architecture this "
+                "binary was built for (the board's [cuda] archs)",
+                od_nonce, prop.name, prop.major, prop.minor, ONDEVICE_CUDA_MIN_ARCH);
+    exit(ONDEVICE_UNAVAILABLE_EXIT);
+  }
+#endif
+  MicroPrintf("#ondevice %s gpu %s sm_%d%d", od_nonce, prop.name, prop.major, prop.minor);
 }
 #define OD_DEVICE_CHECK() od_gpu_check()
 #else
