@@ -37,6 +37,7 @@ ABORT = 128  # git bisect run stops at once on an exit status above 127
 PYTEST_GRACE = 30.0  # seconds a step's pytest has to end its run after Ctrl-C
 DOES_NOT_BUILD = "does not build"
 FLAKY_REPEAT = 3  # runs per step of a case the history calls flaky
+HISTORY_WINDOW = 50  # runs read back to find each board's previous run
 _BUILD_LINE = re.compile(r"ondevice build: (\d+) compiled, (\d+) reused")
 
 
@@ -452,37 +453,50 @@ class Suspect:
 
 
 def suspects(history_path: Path, threshold: float) -> tuple[int, list[Suspect]]:
-    """The last run's id, and what it got wrong that the run before it had right: cases
-    that failed and passed there, and bench records slower by more than threshold %."""
+    """The last run's id, and what it got wrong that the previous run of the same board had
+    right (nightlies per board may append to one file): cases that failed and passed there,
+    and bench records slower by more than threshold % (an exact figure: any rise)."""
     from .records import history as records
 
-    found = records.load(history_path, last=2)
+    found = records.load(history_path, last=HISTORY_WINDOW)
     if len(found.runs) < 2:
         raise BisectError(f"{history_path}: bisecting needs two runs to compare, it holds {len(found.runs)}")
-    before, last = found.runs
-    if not last.git_rev or not before.git_rev:
-        raise BisectError(
-            f"{history_path}: the runs do not record their git revision (was pytest run in a git checkout?)"
-        )
-    out = []
-    passed = {r.nodeid for r in found.results if r.run_id == before.id and r.outcome == "passed"}
+    last = found.runs[-1]
+    boards: dict[int, set] = {}
     for r in found.results:
-        if r.run_id == last.id and r.outcome == "failed" and r.nodeid in passed:
-            flaky = bool(r.flaky or r.reruns) or any(
-                o.nodeid == r.nodeid and (o.flaky or o.reruns) for o in found.results if o.run_id == before.id
-            )
-            out.append(
-                Suspect(r.nodeid, r.board, None, before.git_rev, last.git_rev, (r.message or "")[:200], 0, flaky)
-            )
-    earlier = {(b.nodeid, b.name): b for b in found.benches if b.run_id == before.id and b.unit != "bytes"}
+        boards.setdefault(r.run_id, set()).add(r.board)
+
+    def before(board):
+        return next((run for run in reversed(found.runs[:-1]) if board in boards.get(run.id, ())), None)
+
+    out = []
+    for r in found.results:
+        previous = before(r.board) if r.run_id == last.id and r.outcome == "failed" else None
+        if previous is None:
+            continue
+        then = [o for o in found.results if o.run_id == previous.id and o.nodeid == r.nodeid]
+        if not then or then[0].outcome != "passed":
+            continue
+        flaky = bool(r.flaky or r.reruns or then[0].flaky or then[0].reruns)
+        out.append(Suspect(r.nodeid, r.board, None, previous.git_rev or "", last.git_rev or "",
+                           (r.message or "")[:200], 0, flaky))  # fmt: skip
     for b in found.benches:
-        old = earlier.get((b.nodeid, b.name))
-        if b.run_id != last.id or old is None or not old.median:
+        previous = before(b.board) if b.run_id == last.id and b.unit != "bytes" else None
+        if previous is None:
+            continue
+        old = next(
+            (o for o in found.benches if o.run_id == previous.id and (o.nodeid, o.name) == (b.nodeid, b.name)), None
+        )
+        if old is None or not old.median:
             continue
         change = 100.0 * (b.median - old.median) / old.median
         if change > threshold or (b.deterministic and old.deterministic and change > 0):  # exact: any rise
             why = f"{b.name}: {old.median:g} -> {b.median:g} {b.unit} ({change:+.1f} %)"
-            out.append(Suspect(b.nodeid, b.board, b.name, before.git_rev, last.git_rev, why, change))
+            out.append(Suspect(b.nodeid, b.board, b.name, previous.git_rev or "", last.git_rev or "", why, change))
+    if any(not (s.good_rev and s.bad_rev) for s in out):
+        raise BisectError(
+            f"{history_path}: the runs do not record their git revision (was pytest run in a git checkout?)"
+        )
     return last.id or 0, out
 
 

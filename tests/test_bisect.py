@@ -272,3 +272,29 @@ def test_sigterm_mid_step_cleans_up_as_ctrl_c_does(repo):
     time.sleep(1)
     stray = subprocess.run(["pgrep", "-f", "pytest_ondevice.bisect step"], capture_output=True, text=True).stdout
     assert stray.strip() == "", "a step went on after the bisect ended"
+
+
+def test_a_history_of_one_run_per_board_is_read_board_by_board(tmp_path):
+    """Nightlies per board append to one file: a board's failure is new against that
+    board's previous run, not against another board's run in between."""
+    from pytest_ondevice.bisect import suspects
+    from pytest_ondevice.records.history import Bench, Result, Run, append_run, connect
+
+    def result(board, outcome):
+        return Result(f"k_test.c::K[{board}]", "K", outcome, board=board, device=board)
+
+    def bench(board, median):
+        return Bench(f"k_test.c::K[{board}]", "K", "gemm", "instructions", median, median, median, board=board,
+                     deterministic=True)  # fmt: skip
+
+    db = connect(tmp_path / "h.db")
+    for day, rev, board, outcome, median in ((1, "a", "mps2", "passed", 100), (2, "b", "rpi", "passed", 50),
+                                              (3, "c", "mps2", "failed", 101)):  # fmt: skip
+        run = Run(started=f"2026-11-0{day}T02:00:00+00:00", finished="", git_rev=rev * 40)
+        append_run(db, run, [result(board, outcome)], [bench(board, median)])
+    db.close()
+    _, found = suspects(tmp_path / "h.db", 5.0)
+    assert [(s.nodeid, s.metric, s.good_rev[0], s.bad_rev[0]) for s in found] == [
+        ("k_test.c::K[mps2]", None, "a", "c"),
+        ("k_test.c::K[mps2]", "gemm", "a", "c"),  # an exact figure: +1 % is news
+    ]
