@@ -31,6 +31,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .build.store import pid_alive
+
 GOOD, BAD, SKIP = "good", "bad", "skip"
 EXIT = {GOOD: 0, BAD: 1, SKIP: 125}
 ABORT = 128  # git bisect run stops at once on an exit status above 127
@@ -395,7 +397,7 @@ def _lock(common: Path):
             break
         except FileExistsError:
             holder = path.read_text().strip() if path.exists() else ""
-            if holder.isdigit() and _alive(int(holder)):
+            if holder.isdigit() and pid_alive(int(holder)):
                 raise BisectError(
                     f"another pytest-ondevice bisect (pid {holder}) is running on this repository; "
                     "wait for it, or stop it"
@@ -409,16 +411,6 @@ def _lock(common: Path):
         yield
     finally:
         path.unlink(missing_ok=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _rev(repo: Path, name: str) -> str:

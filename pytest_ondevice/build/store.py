@@ -540,7 +540,7 @@ class Store:
             owner_host, _, pid = owner.rpartition("-")
             stale = False
             if owner_host == host and pid.isdigit():
-                stale = not _alive(int(pid))
+                stale = not pid_alive(int(pid))
             else:
                 with contextlib.suppress(OSError):
                     stale = time.time() - path.lstat().st_mtime > 86400
@@ -768,7 +768,8 @@ def _remove(path: Path) -> None:
             path.unlink()
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process of this host still runs (one of another account's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
