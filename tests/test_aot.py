@@ -105,11 +105,17 @@ TF_LITE_MICRO_TESTS_END
 """
 
 
+def with_net(project, saved: Path | None = None) -> None:
+    """A directory whose test calls net_run() of the model in net/ (a copy of `saved`, if given)."""
+    if saved is not None:
+        shutil.copytree(saved, project.path / "net")
+    project.write("ondevice.toml", '[models.net]\nsaved_model = "net"\n')
+    project.write("net_test.c", MODEL_TEST)
+
+
 def test_a_damaged_saved_model_is_an_error_naming_the_model_the_board_and_tfcompiles_message(mlp):
-    shutil.copytree(mlp.path / "aot" / "mlp_savedmodel", mlp.path / "net")
+    with_net(mlp, mlp.path / "aot" / "mlp_savedmodel")
     (mlp.path / "net" / "saved_model.pb").write_bytes(b"\x08\x01garbage, not a protobuf")
-    mlp.write("ondevice.toml", '[models.net]\nsaved_model = "net"\n')
-    mlp.write("net_test.c", MODEL_TEST)
     result = mlp.run("net_test.c", "-rE", board="host")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(
@@ -119,9 +125,7 @@ def test_a_damaged_saved_model_is_an_error_naming_the_model_the_board_and_tfcomp
 
 
 def test_a_board_without_a_target_triple_is_an_error_naming_the_model_and_the_board(mlp):
-    shutil.copytree(mlp.path / "aot" / "mlp_savedmodel", mlp.path / "net")
-    mlp.write("ondevice.toml", '[models.net]\nsaved_model = "net"\n')
-    mlp.write("net_test.c", MODEL_TEST)
+    with_net(mlp, mlp.path / "aot" / "mlp_savedmodel")
     result = mlp.run("net_test.c", "-rE", board="riscv32-qemu")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(
@@ -155,8 +159,7 @@ def test_a_convolution_needs_xlas_runtime_and_is_an_error_naming_it(project):
         """,
         project.path,
     )
-    project.write("ondevice.toml", '[models.net]\nsaved_model = "net"\n')
-    project.write("net_test.c", MODEL_TEST)
+    with_net(project)
     result = project.run("net_test.c", "-rE", board="host")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(
@@ -242,9 +245,7 @@ def test_a_rust_crate_calls_the_compiled_model_through_the_generated_entry(mlp, 
 def test_a_triple_xla_rejects_is_an_error_naming_the_model_the_board_and_tfcompiles_end(mlp):
     """XLA takes the arm... spellings only: thumbv7em makes tfcompile abort."""
     mlp.write("boards/m4-thumb.toml", 'extends = "mps2-an386"\n[aot]\ntriple = "thumbv7em-none-eabihf"\n')
-    shutil.copytree(mlp.path / "aot" / "mlp_savedmodel", mlp.path / "net")
-    mlp.write("ondevice.toml", '[models.net]\nsaved_model = "net"\n')
-    mlp.write("net_test.c", MODEL_TEST)
+    with_net(mlp, mlp.path / "aot" / "mlp_savedmodel")
     result = mlp.run("net_test.c", "-rE", "--build-only", board="m4-thumb")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(
