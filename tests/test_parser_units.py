@@ -140,3 +140,12 @@ def test_an_unstamped_stack_record_in_a_run_of_our_header_is_log():
     result = parser.verdicts(["A"], RunEnd(exit_code=0))
     assert result.cases["A"].outcome.value == "passed"
     assert "A" not in result.benches
+
+
+def test_a_case_that_times_a_cuda_kernel_is_a_bench_case():
+    src = (
+        '#include "micro_test.h"\nTF_LITE_MICRO_TESTS_BEGIN\n'
+        'TF_LITE_MICRO_TEST(Gpu) { ONDEVICE_CUDA_BENCH("k", 1, 3) { k<<<1, 1>>>(); } }\n'
+        "TF_LITE_MICRO_TEST(Plain) { TF_LITE_MICRO_EXPECT_EQ(1, 1); }\nTF_LITE_MICRO_TESTS_END\n"
+    )
+    assert [(c.name, c.bench) for c in find_cases(src)] == [("Gpu", True), ("Plain", False)]
