@@ -100,77 +100,72 @@ elif [ ! -x "$VENV/bin/python" ]; then
   echo "setup: creating $VENV"
   python3 -m venv "$VENV"
 fi
-stamp="$VENV/.ondevice-installed"
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  echo "setup: installing pytest-ondevice (editable) and its dev dependencies into $VENV"
-  log="$VENV/pip-install.log"
-  if ! { "$VENV/bin/python" -m pip install --upgrade pip &&
-         "$VENV/bin/python" -m pip install -e ".[dev]"; } >"$log" 2>&1; then
+# Runs a step once per change of pyproject.toml (a stamp file says it is done), its output
+# in a log that is shown when it fails: once STAMP LOG WHAT COMMAND...
+once() {
+  local stamp="$1" log="$2" what="$3"
+  shift 3
+  if [ -f "$stamp" ] && [ ! pyproject.toml -nt "$stamp" ]; then
+    return 0
+  fi
+  echo "setup: installing $what"
+  if ! "$@" >"$log" 2>&1; then
     tail -n 30 "$log"
-    echo "setup: pip install failed; full log in $log" >&2
+    echo "setup: installing $what failed; full log in $log" >&2
     exit 1
   fi
   touch "$stamp"
-fi
+}
 
+extra() {  # the requirements of an extra of pyproject.toml, one a line
+  "$VENV/bin/python" -c 'import sys, tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"][sys.argv[1]]))' "$1"
+}
+
+install_dev() {
+  "$VENV/bin/python" -m pip install --upgrade pip && "$VENV/bin/python" -m pip install -e ".[dev]"
+}
+once "$VENV/.ondevice-installed" "$VENV/pip-install.log" \
+  "pytest-ondevice (editable) and its dev dependencies into $VENV" install_dev
+
+install_cuda() {
+  local targets="$VENV/share/pytest-ondevice/cuda/aarch64-linux" wheels status=0
+  wheels="$(mktemp -d)"
+  # the aarch64 runtime (a Jetson's libcudart): pip cannot install another platform's wheel
+  # into this venv, so it is downloaded for that platform and unpacked where the plugin looks
+  # shellcheck disable=SC2046  # one requirement a word
+  { "$VENV/bin/python" -m pip install $(extra cuda) &&
+    "$VENV/bin/python" -m pip download --no-deps --only-binary=:all: --platform manylinux2014_aarch64 \
+      -d "$wheels" "$(extra cuda | grep '^nvidia-cuda-runtime')" &&
+    rm -rf "$targets" && mkdir -p "$targets" &&
+    "$VENV/bin/python" -m zipfile -e "$wheels"/nvidia_cuda_runtime-*.whl "$targets" &&
+    rm -rf "$targets"/*.dist-info; } || status=$?
+  rm -rf "$wheels"
+  return "$status"
+}
 if ((CUDA)); then
-  cuda_stamp="$VENV/.ondevice-cuda-installed"
-  if [ ! -f "$cuda_stamp" ] || [ pyproject.toml -nt "$cuda_stamp" ]; then
-    echo "setup: installing the CUDA 13 toolkit wheels into $VENV (about 100 MB)"
-    log="$VENV/pip-install-cuda.log"
-    targets="$VENV/share/pytest-ondevice/cuda/aarch64-linux"
-    spec="$("$VENV/bin/python" -c 'import tomllib; print(" ".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["cuda"]))')"
-    runtime="$(printf '%s\n' $spec | grep '^nvidia-cuda-runtime')"
-    wheels="$(mktemp -d)"
-    # the aarch64 runtime (a Jetson's libcudart): pip cannot install another platform's wheel
-    # into this venv, so it is downloaded for that platform and unpacked where the plugin looks
-    if ! { "$VENV/bin/python" -m pip install $spec &&
-           "$VENV/bin/python" -m pip download --no-deps --only-binary=:all: --platform manylinux2014_aarch64 \
-             -d "$wheels" "$runtime" &&
-           rm -rf "$targets" && mkdir -p "$targets" &&
-           "$VENV/bin/python" -m zipfile -e "$wheels"/nvidia_cuda_runtime-*.whl "$targets"; } >"$log" 2>&1; then
-      tail -n 30 "$log"
-      echo "setup: installing the CUDA wheels failed; full log in $log" >&2
-      rm -rf "$wheels"
-      exit 1
-    fi
-    rm -rf "$wheels" "$targets"/*.dist-info
-    touch "$cuda_stamp"
-  fi
+  once "$VENV/.ondevice-cuda-installed" "$VENV/pip-install-cuda.log" \
+    "the CUDA 13 toolkit wheels into $VENV (about 100 MB)" install_cuda
 fi
 
 if ((AOT)); then
-  aot_stamp="$VENV/.ondevice-aot-installed"
-  if [ ! -f "$aot_stamp" ] || [ pyproject.toml -nt "$aot_stamp" ]; then
-    echo "setup: installing TensorFlow (tfcompile) into $VENV (a 274 MB download, 1.6 GB installed)"
-    log="$VENV/pip-install-aot.log"
-    if ! "$VENV/bin/python" -m pip install -e ".[aot]" >"$log" 2>&1; then
-      tail -n 30 "$log"
-      echo "setup: installing TensorFlow failed; full log in $log" >&2
-      exit 1
-    fi
-    touch "$aot_stamp"
-  fi
+  once "$VENV/.ondevice-aot-installed" "$VENV/pip-install-aot.log" \
+    "TensorFlow (tfcompile) into $VENV (a 274 MB download, 1.6 GB installed)" \
+    "$VENV/bin/python" -m pip install -e ".[aot]"
 fi
 
 # labgrid (the farm tests' coordinator, exporter and client) lives in a venv of its own
 # that sees the main one's packages: every pytest that can import labgrid loads its pytest
 # plugin, and the main venv's runs must show what a user without the extra sees.
 LG_VENV="${ONDEVICE_LABGRID_VENV:-.venv-labgrid}"
-lg_stamp="$LG_VENV/.ondevice-installed"
-if [ ! -f "$lg_stamp" ] || [ pyproject.toml -nt "$lg_stamp" ]; then
-  echo "setup: installing labgrid into $LG_VENV"
+install_labgrid() {
+  local main_site lg_site
   [ -x "$LG_VENV/bin/python" ] || python3 -m venv "$LG_VENV"
   main_site="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
   lg_site="$("$LG_VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
   # a site dir after labgrid's own: the main venv's .pth files (the editable plugin) count
   echo "import site; site.addsitedir('$main_site')" >"$lg_site/ondevice-main-venv.pth"
-  spec="$("$VENV/bin/python" -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["labgrid"][0])')"
-  if ! "$LG_VENV/bin/python" -m pip install "$spec" >"$LG_VENV/pip-install.log" 2>&1; then
-    tail -n 30 "$LG_VENV/pip-install.log"
-    echo "setup: pip install labgrid failed; full log in $LG_VENV/pip-install.log" >&2
-    exit 1
-  fi
-  touch "$lg_stamp"
-fi
+  "$LG_VENV/bin/python" -m pip install "$(extra labgrid | head -n 1)"
+}
+mkdir -p "$LG_VENV"  # its log lives there from the start
+once "$LG_VENV/.ondevice-installed" "$LG_VENV/pip-install.log" "labgrid into $LG_VENV" install_labgrid
 echo "setup: ready ($VENV, $LG_VENV)"
