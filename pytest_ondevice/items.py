@@ -272,7 +272,8 @@ class OnDeviceItem(DeviceVerdictItem):
         regressions = self._attach_benches(result)
         if verdict.outcome is Outcome.PASSED and regressions:
             raise CaseFailed("\n".join(regressions))
-        self.raise_unless_passed(verdict, _failure_text(verdict, result, self.source_search()))
+        if verdict.outcome is not Outcome.PASSED:  # a pass needs no source lines looked up
+            self.raise_unless_passed(verdict, _failure_text(verdict, result, self.source_search()))
 
     def _verdict(self) -> Verdict:
         result = self._result

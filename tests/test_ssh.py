@@ -891,3 +891,24 @@ def test_a_model_compiled_ahead_of_time_matches_tensorflow_over_ssh(pi):
     )
     result = pi.run(f"--device={pi.sshd.alias}", "aot", board=pi.board)
     result.assert_outcomes(passed=2)
+
+
+@pytest.mark.parametrize("offered", [None, "aes128-ctr"])
+def test_the_link_is_aes_gcm_where_the_device_offers_it_and_still_opens_where_not(sshd, offered):
+    """GCM's MAC is done in OpenSSL with the cipher; CTR's HMAC is compared in Python on
+    every packet. A device without GCM (an old dropbear) must still be reached."""
+    from types import SimpleNamespace
+
+    from pytest_ondevice.transports.ssh import SshTransport
+
+    if offered:
+        config = sshd.root / "sshd_config"
+        config.write_text(config.read_text() + f"Ciphers {offered}\n")
+        sshd.kill()
+        sshd.start()
+    transport = SshTransport(SimpleNamespace(name="rpi"), sshd.alias, {"ssh_config": str(sshd.ssh_config)})
+    transport.open()
+    try:
+        assert transport.conn.client.get_transport().remote_cipher == (offered or "aes128-gcm@openssh.com")
+    finally:
+        transport.close()

@@ -75,24 +75,30 @@ def defines_symbol(path: Path, name: str) -> bool:
 
 
 def read(path: Path) -> ElfInfo:
-    data = path.read_bytes()
-    if data[:4] != b"\x7fELF":
-        raise ElfError(f"{path}: not an ELF file")
-    bits = 32 if data[4] == 1 else 64
-    end = "<" if data[5] == 1 else ">"
-    if bits == 32:
-        _, machine, _, entry, _, shoff, _, _, _, _, shentsize, shnum, shstrndx = struct.unpack_from(
-            end + "HHIIIIIHHHHHH", data, 16
-        )
-        fmt = end + "IIIIIIIIII"
-    else:
-        _, machine, _, entry, _, shoff, _, _, _, _, shentsize, shnum, shstrndx = struct.unpack_from(
-            end + "HHIQQQIHHHHHH", data, 16
-        )
-        fmt = end + "IIQQQQIIQQ"
-    raw = [struct.unpack_from(fmt, data, shoff + i * shentsize) for i in range(shnum)]
-    strtab_off, strtab_size = (raw[shstrndx][4], raw[shstrndx][5]) if raw else (0, 0)
-    names = data[strtab_off : strtab_off + strtab_size]
+    """The headers and section table, read where they lie: a run asks this of every binary,
+    and a static binary is megabytes of code around a few KiB of tables."""
+    with open(path, "rb") as f:
+        head = f.read(64)
+        if head[:4] != b"\x7fELF":
+            raise ElfError(f"{path}: not an ELF file")
+        bits = 32 if head[4] == 1 else 64
+        end = "<" if head[5] == 1 else ">"
+        if bits == 32:
+            _, machine, _, entry, _, shoff, _, _, _, _, shentsize, shnum, shstrndx = struct.unpack_from(
+                end + "HHIIIIIHHHHHH", head, 16
+            )
+            fmt = end + "IIIIIIIIII"
+        else:
+            _, machine, _, entry, _, shoff, _, _, _, _, shentsize, shnum, shstrndx = struct.unpack_from(
+                end + "HHIQQQIHHHHHH", head, 16
+            )
+            fmt = end + "IIQQQQIIQQ"
+        f.seek(shoff)
+        table = f.read(shnum * shentsize)
+        raw = [struct.unpack_from(fmt, table, i * shentsize) for i in range(shnum)]
+        strtab_off, strtab_size = (raw[shstrndx][4], raw[shstrndx][5]) if raw else (0, 0)
+        f.seek(strtab_off)
+        names = f.read(strtab_size)
 
     def name(off: int) -> str:
         return names[off : names.index(b"\0", off)].decode(errors="replace")
