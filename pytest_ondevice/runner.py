@@ -90,8 +90,9 @@ class OnDeviceSession:
         self.push_skipped = 0
         self._lock = threading.Lock()
         # read once per session: an edit between two runs in one process is seen
-        self._dir_configs = functools.cache(dirconfig.load)
-        self._config_paths = functools.cache(lambda d: dirconfig.find(d, self.settings.rootdir))
+        self._dir_configs = functools.cache(
+            lambda d: dirconfig.load(dirconfig.find(d, self.settings.rootdir), d.resolve(), self.settings.test_patterns)
+        )
         self.runs = 0
 
     # -- building ------------------------------------------------------------
@@ -158,8 +159,7 @@ class OnDeviceSession:
         return rustbuild.artifact(path)
 
     def dir_config(self, source: Path) -> dirconfig.DirConfig:
-        path = self._config_paths(source.parent)  # every caller names a file
-        return self._dir_configs(path, source.parent.resolve(), self.settings.test_patterns)
+        return self._dir_configs(source.parent)  # every caller names a file
 
     def timeout_for(self, spec: BinarySpec) -> float:
         """Per-file override, then --device-timeout, then ini, then the board's default."""

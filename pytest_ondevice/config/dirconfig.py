@@ -112,9 +112,8 @@ class DirConfig:
         the board's and the file's overrides applied."""
         base = self.flags_for(board, kind)
         over = self.files.get(source.name)
-        if over is None:
-            rel = _relative(source, self.root)
-            over = self.files.get(rel, {})
+        if over is None and self.files:  # a file named by its path (no table: no path to resolve)
+            over = self.files.get(_relative(source, self.root))
         if not over:
             return FileSettings(base, (), self.timeout, self.data, self.format)
         flags = _plus(base, over, self._paths(over.get("include_dirs", [])))
