@@ -149,3 +149,16 @@ def test_a_case_that_times_a_cuda_kernel_is_a_bench_case():
         "TF_LITE_MICRO_TEST(Plain) { TF_LITE_MICRO_EXPECT_EQ(1, 1); }\nTF_LITE_MICRO_TESTS_END\n"
     )
     assert [(c.name, c.bench) for c in find_cases(src)] == [("Gpu", True), ("Plain", False)]
+
+
+def test_a_binarys_attempt_logs_from_another_session_are_removed_and_no_other_files(tmp_path):
+    from pytest_ondevice.formats.devlog import attempt_log, remove_attempt_logs
+
+    log = tmp_path / "kernel_test.c.log"
+    stale = [attempt_log(log, n) for n in (1, 2, 3)]
+    kept = [log, attempt_log(tmp_path / "other_test.c.log", 1), tmp_path / "kernel_test.c.attempt-notes.txt"]
+    for path in (*stale, *kept):
+        path.write_text("x")
+    remove_attempt_logs(log)
+    assert not any(p.exists() for p in stale)
+    assert all(p.exists() for p in kept)

@@ -9,8 +9,6 @@ the file keeps the head and the tail of the output up to `max_bytes` (ini
 
 from __future__ import annotations
 
-import contextlib
-import glob
 import os
 from collections import deque
 from collections.abc import Callable
@@ -107,7 +105,13 @@ def keep_attempt_log(log_path: Path, attempt: int) -> Path | None:
 
 
 def remove_attempt_logs(log_path: Path) -> None:
-    """Another session's attempt logs of this binary would be read as this one's."""
-    with contextlib.suppress(OSError):
-        for old in log_path.parent.glob(f"{glob.escape(log_path.name.removesuffix('.log'))}.attempt*.log"):
-            old.unlink()
+    """Another session's attempt logs of this binary would be read as this one's. Attempts
+    are numbered from 1 with no gap, so the first one missing ends the search: one failed
+    unlink per binary, where listing the directory for each binary grew with its size."""
+    attempt = 1
+    while True:
+        try:
+            attempt_log(log_path, attempt).unlink()
+        except OSError:
+            return
+        attempt += 1

@@ -1,0 +1,213 @@
+"""The cost of a case as a suite grows from a hundred cases to a hundred thousand, against
+pytest's own cost of a trivial Python test, measured side by side; and a cold build of the
+same binaries against `make -j2` running the compiler commands the plugin ran.
+
+    python benchmarks/suite_scale.py [--cases 100,1000,10000,100000] [--repeats 3]
+                                     [--build 1000] [--workdir DIR]
+
+Each size is a tree of test files with 10 trivial cases each (100 cases: 10 binaries;
+100,000: 10,000 binaries), 100 files per directory, run with `pytest --board=host` from a
+warm build cache. Three things are timed at each size, interleaved, as whole processes:
+
+  plugin   pytest --board=host over the tree (collection, the build store's look-ups,
+           scheduling, the local runs, parsing, reports, JUnit XML)
+  own      the binaries themselves, run one after another by a shell loop (their own cost)
+  pytest   the same number of trivial Python tests (`def test_N(): pass`, 10 per file, the
+           same layout) under plain pytest, with JUnit XML too
+
+and each tool's start-up is timed on a tree of one trivial Python test. The figure compared is the cost of one
+more case: (plugin - own - plugin's start-up) / cases against (pytest - pytest's start-up)
+/ cases (target: <= 1.0), and it should stay flat as the suite grows.
+
+--build N: N binaries built from cold (empty build dir and cache) by the plugin
+(`--build-only`) and by `make -j2` running the same compile and link commands, recorded
+from the plugin's own build by a compiler wrapper (target: <= 1.1).
+
+A tree is generated once under --workdir (default a temporary dir) and reused; the
+100,000-case tree's first (cold) build takes minutes and about 1 GB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from _timing import timed
+
+PER_FILE = 10
+PER_DIR = 100
+CASES = "".join(f"TF_LITE_MICRO_TEST(Case{n}) {{ TF_LITE_MICRO_EXPECT_EQ({n}, {n}); }}\n" for n in range(PER_FILE))
+TEST_C = '#include "micro_test.h"\nTF_LITE_MICRO_TESTS_BEGIN\n' + CASES + "TF_LITE_MICRO_TESTS_END\n"
+TEST_PY = "".join(f"def test_{n}():\n    pass\n\n\n" for n in range(PER_FILE))
+QUIET = ["-q", "-p", "no:cacheprovider"]
+ENV = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}  # only pytest and, where asked, ours
+PLUGIN = ["-p", "pytest_ondevice.plugin"]
+WRAPPER = """#!/bin/sh
+# records each compiler command the plugin runs (its cwd and argv), then runs it
+printf '%s\\t%s\\n' "$PWD" "$*" >> "{log}"
+exec cc "$@"
+"""
+
+
+def tree(root: Path, files: int, suffix: str, text: str) -> Path:
+    """files test files of 10 cases, 100 per directory; made once."""
+    done = root / ".complete"
+    if not done.exists():
+        shutil.rmtree(root, ignore_errors=True)
+        (root / "tests").mkdir(parents=True)
+        for i in range(files):
+            d = root / "tests" / f"d{i // PER_DIR:03d}"
+            d.mkdir(parents=True, exist_ok=True)
+            (d / f"k{i:05d}_test{suffix}").write_text(text)
+        (root / "pytest.ini").write_text(
+            f"[pytest]\nondevice_build_dir = {root / '_build'}\nondevice_cache_dir = {root / '_cache'}\n"
+        )
+        done.touch()
+    return root
+
+
+def pytest_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "pytest", *QUIET, *args]
+
+
+def shell_loop(binaries: list[Path]) -> list[str]:
+    """The binaries run one after another, their output discarded: their own cost."""
+    return ["sh", "-c", 'for b in "$@"; do "$b" > /dev/null || exit 1; done', "sh", *map(str, binaries)]
+
+
+def median_times(commands: dict[str, tuple[list[str], Path]], repeats: int) -> dict[str, float]:
+    runs: dict[str, list[float]] = {k: [] for k in commands}
+    for _ in range(repeats):  # interleaved: the machine's drift falls on all alike
+        for name, (argv, cwd) in commands.items():
+            runs[name].append(timed(argv, cwd, ENV))
+    return {k: statistics.median(v) for k, v in runs.items()}
+
+
+def scale(work: Path, sizes: list[int], repeats: int) -> None:
+    empty_c = tree(work / "empty-c", 0, "", "")
+    empty_py = tree(work / "empty-py", 0, "", "")
+    for empty in (empty_c, empty_py):  # one trivial test, so neither run ends with "no tests ran"
+        (empty / "tests" / "test_one.py").write_text("def test_one():\n    pass\n")
+    print(
+        f"{'cases':>8} {'binaries':>8} {'plugin s':>9} {'own s':>7} {'pytest s':>9} "
+        f"{'plugin ms/case':>15} {'pytest ms/case':>15} {'ratio':>6}"
+    )
+    for cases in sizes:
+        files = cases // PER_FILE
+        c_tree = tree(work / f"c-{cases}", files, ".c", TEST_C)
+        py_tree = tree(work / f"py-{cases}", files, ".py", TEST_PY)
+        subprocess.run(
+            pytest_cmd(*PLUGIN, "--board=host", "--build-only", "tests"),
+            cwd=c_tree,
+            env=ENV,
+            capture_output=True,
+            check=True,
+        )  # warm: the builds are not what is timed here
+        binaries = sorted(p for p in (c_tree / "_build" / "host" / "bin").rglob("*_test.c.elf") if p.is_file())
+        assert len(binaries) == files, (len(binaries), files)
+        junit = ["--junitxml", "junit.xml"]
+        figures = median_times(
+            {
+                "plugin": (pytest_cmd(*PLUGIN, "--board=host", *junit, "tests"), c_tree),
+                "own": (shell_loop(binaries), c_tree),
+                "pytest": (pytest_cmd(*junit, "tests"), py_tree),
+                "plugin0": (pytest_cmd(*PLUGIN, "--board=host", "tests"), empty_c),
+                "pytest0": (pytest_cmd("tests"), empty_py),
+            },
+            repeats,
+        )
+        ours = (figures["plugin"] - figures["own"] - figures["plugin0"]) / cases * 1000
+        theirs = (figures["pytest"] - figures["pytest0"]) / cases * 1000
+        print(
+            f"{cases:8d} {files:8d} {figures['plugin']:9.2f} {figures['own']:7.2f} {figures['pytest']:9.2f} "
+            f"{ours:15.3f} {theirs:15.3f} {ours / theirs:6.2f}",
+            flush=True,
+        )
+    print(f"start-up (an empty tree): plugin {figures['plugin0']:.3f} s, pytest {figures['pytest0']:.3f} s")
+
+
+def cold_build(work: Path, count: int, repeats: int) -> None:
+    root = tree(work / f"build-{count}", count, ".c", TEST_C)
+    log = root / "commands.log"
+    wrapper = root / "cc-wrapper"
+    wrapper.write_text(WRAPPER.format(log=log))
+    wrapper.chmod(0o755)
+
+    def clean() -> None:
+        for d in ("_build", "_cache", "_make"):
+            shutil.rmtree(root / d, ignore_errors=True)
+
+    clean()
+    log.unlink(missing_ok=True)
+    subprocess.run(
+        pytest_cmd(*PLUGIN, "--board=host", "--build-only", "tests"),
+        cwd=root,
+        env={**ENV, "CC": str(wrapper)},
+        capture_output=True,
+        check=True,
+    )
+    makefile = root / "Makefile"
+    makefile.write_text(makefile_of(log.read_text().splitlines(), root / "_make"))
+    plugin, make = [], []
+    for _ in range(repeats):
+        clean()
+        plugin.append(timed(pytest_cmd(*PLUGIN, "--board=host", "--build-only", "tests"), root, ENV))
+        clean()
+        make.append(timed(["make", "-s", "-j2", "-f", str(makefile), "all"], root, ENV))
+    p, m = statistics.median(plugin), statistics.median(make)
+    print(
+        f"cold build of {count} binaries: plugin {p:.1f} s, make -j2 {m:.1f} s "
+        f"(runs: {', '.join(f'{x:.1f}' for x in plugin)} / {', '.join(f'{x:.1f}' for x in make)}); "
+        f"plugin / make = {p / m:.2f} (target <= 1.1)"
+    )
+
+
+def makefile_of(lines: list[str], out: Path) -> str:
+    """One rule per command the plugin ran, with the same compiler and flags. The plugin
+    wrote each output in a private staging dir and linked objects from its store; here
+    every output, its dependency file included, goes to out/ under its own name."""
+    rules, targets = [], []
+    for line in lines:
+        cwd, _, args = line.partition("\t")
+        argv = shlex.split(args)
+        produced = Path(argv[argv.index("-o") + 1])
+        staging = str(produced.parent)
+        argv = [a.replace(staging, str(out)) for a in argv]
+        objects = [a for a in argv if a.endswith(".o") and Path(a).parent != out]
+        argv = [str(out / Path(a).name) if a in objects else a for a in argv]
+        target = str(out / produced.name)
+        deps = " ".join(str(out / Path(o).name) for o in objects)
+        rules.append(f"{target}: {out}/.dir {deps}\n\tcd {shlex.quote(cwd)} && cc {shlex.join(argv)}\n")
+        targets.append(target)
+    return f"all: {' '.join(targets)}\n\n{out}/.dir:\n\tmkdir -p {out} && touch $@\n\n" + "".join(rules)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cases", default="100,1000,10000,100000", help="suite sizes, comma-separated")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--build", type=int, default=1000, help="binaries in the cold-build comparison (0: none)")
+    parser.add_argument("--workdir", type=Path, help="keep the generated trees here (reused by later runs)")
+    args = parser.parse_args()
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="ondevice-scale-"))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        if args.cases:
+            scale(work, [int(c) for c in args.cases.split(",")], args.repeats)
+        if args.build:
+            cold_build(work, args.build, args.repeats)
+    finally:
+        if not args.workdir:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
