@@ -32,7 +32,7 @@ from .fleet import Device
 if TYPE_CHECKING:
     from .labgrid_places import Coordinator
 
-POLL = 0.2  # seconds between tries while every slot is taken
+POLL = 0.02  # seconds between tries while every slot is taken: a device that comes free is idle this long at most
 SAY_AFTER = 1.0  # wait this long before saying who holds the devices
 
 
