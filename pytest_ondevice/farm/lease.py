@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from .labgrid_places import Coordinator
 
 POLL = 0.02  # seconds between tries while every slot is taken: a device that comes free is idle this long at most
+POLL_PLACES = 0.2  # when a labgrid place is among them: each try asks the coordinator
 SAY_AFTER = 1.0  # wait this long before saying who holds the devices
 
 
@@ -218,7 +219,7 @@ class Leases:
                     board = devices[0].board
                     say(f"ondevice: waiting for a device of board {board}: {self.describe(devices, waiting)}")
                     said = True
-                stop.wait(POLL)
+                stop.wait(POLL_PLACES if any(d.place is not None for d in devices) else POLL)
         finally:
             for lease in waiting.values():  # the places not taken: cancel their reservations
                 self._give_up(lease)
