@@ -559,23 +559,15 @@ def _message(report) -> str:
     return text[:MESSAGE_MAX]
 
 
-class HistoryRecorder:
-    """The plugin --history registers on the controller: gathers every report, appends the
-    run at the end of the session."""
+class Reports:
+    """What a session's reports said, test by test, and the records a run appends from them:
+    the --history plugin's, and benchmarks/history_scale.py's (a night without a session)."""
 
-    def __init__(self, config: pytest.Config, path: Path) -> None:
-        self.config = config
-        self.path = Path(path)
-        self.started = now()
+    def __init__(self) -> None:
         self.tests: dict[str, _Test] = {}
-        self.written: int | None = None
-        self.failure: str | None = None
-        try:  # now, not at the end: a wrong file is a usage error before anything is built
-            connect(self.path).close()
-        except HistoryError as e:
-            raise pytest.UsageError(f"--history: {e}") from None
 
-    def _note(self, report, when: str) -> None:
+    def note(self, report, when: str) -> None:
+        """One phase's report (setup, call, teardown; collect for a source that failed to collect)."""
         test = self.tests.setdefault(report.nodeid, _Test())
         test.phases[when] = report.outcome
         test.duration += getattr(report, "duration", 0.0) or 0.0
@@ -593,25 +585,8 @@ class HistoryRecorder:
         if len(reruns) > len(test.reruns):  # each phase's report carries the item's properties so far
             test.reruns = reruns
 
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self._note(report, report.when)
-
-    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        if report.failed:  # a source that cannot be collected: an error of its own
-            self._note(report, "collect")
-
-    @pytest.hookimpl(trylast=True)  # after the session's own end: the coverage report is written
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        rev, dirty = git_state(self.config.rootpath)
-        run = Run(
-            started=self.started,
-            finished=now(),
-            git_rev=rev,
-            git_dirty=dirty,
-            host=socket.gethostname(),
-            args=list(self.config.invocation_params.args),
-            exitstatus=int(exitstatus),
-        )
+    def records(self) -> tuple[list[Result], list[Bench]]:
+        """Each test's result, and its latency and memory records."""
         results, benches = [], []
         for nodeid, test in self.tests.items():
             board = test.props.get("board")
@@ -649,12 +624,55 @@ class HistoryRecorder:
                         record=record,
                     )
                 )
+        return results, benches
+
+
+def append(path: Path, run: Run, results: list[Result], benches: list[Bench], coverage: list[Coverage] = ()) -> int:
+    """One run appended to the history file at path (made if need be); returns the run's id."""
+    db = connect(path)
+    try:
+        return append_run(db, run, results, benches, coverage)
+    finally:
+        db.close()
+
+
+class HistoryRecorder:
+    """The plugin --history registers on the controller: gathers every report, appends the
+    run at the end of the session."""
+
+    def __init__(self, config: pytest.Config, path: Path) -> None:
+        self.config = config
+        self.path = Path(path)
+        self.started = now()
+        self.reports = Reports()
+        self.written: int | None = None
+        self.failure: str | None = None
+        try:  # now, not at the end: a wrong file is a usage error before anything is built
+            connect(self.path).close()
+        except HistoryError as e:
+            raise pytest.UsageError(f"--history: {e}") from None
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.reports.note(report, report.when)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:  # a source that cannot be collected: an error of its own
+            self.reports.note(report, "collect")
+
+    @pytest.hookimpl(trylast=True)  # after the session's own end: the coverage report is written
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        rev, dirty = git_state(self.config.rootpath)
+        run = Run(
+            started=self.started,
+            finished=now(),
+            git_rev=rev,
+            git_dirty=dirty,
+            host=socket.gethostname(),
+            args=list(self.config.invocation_params.args),
+            exitstatus=int(exitstatus),
+        )
         try:
-            db = connect(self.path)
-            try:
-                self.written = append_run(db, run, results, benches, self._coverage())
-            finally:
-                db.close()
+            self.written = append(self.path, run, *self.reports.records(), self._coverage())
         except (HistoryError, sqlite3.Error) as e:
             self.failure = str(e)
 
