@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import shutil
 import sys
@@ -125,13 +126,17 @@ def report_command(db: Path, out: Path, threshold: str, last: int) -> int:
         print(f"pytest-ondevice report: --threshold={threshold!r}: expected a percentage such as 5%", file=sys.stderr)
         return 2
     try:
-        written = write(load(db, last), out, pct, last)
+        history = load(db, last, records=False)  # the page shows no record as a whole
+        gc.freeze()  # the history lives to the end: the collector need not walk it while the page is drawn
+        written = write(history, out, pct, last)
     except (HistoryError, MatplotlibMissing) as e:
         print(f"pytest-ondevice report: {e}", file=sys.stderr)
         return 1
     except OSError as e:
         print(f"pytest-ondevice report: cannot write {out}: {e.strerror or e}", file=sys.stderr)
         return 1
+    finally:
+        gc.unfreeze()
     print(f"report written to {written}")
     return 0
 
