@@ -16,6 +16,8 @@ import statistics
 import sys
 from collections import defaultdict
 from dataclasses import dataclass
+from itertools import groupby
+from operator import itemgetter
 from pathlib import Path
 
 from .history import Bench, Coverage, History, Result, Run, without_worker_header
@@ -66,15 +68,20 @@ STACK_UNIT = "bytes"  # a stack high-water record's (formats/benchline.stack_rec
 def series(history: History) -> list[Series]:
     """Every (board, kernel) measured in the window; a run that measured one twice counts its median."""
     index = {run.id: i for i, run in enumerate(history.runs)}
-    grouped: dict[tuple[str, str, str], dict[int, list[Bench]]] = defaultdict(lambda: defaultdict(list))
+    grouped: dict[tuple[str, str, str], list[Bench]] = defaultdict(list)
     for b in history.benches:
-        grouped[(b.board or "-", b.name, b.unit)][index[b.run_id]].append(b)
+        grouped[(b.board or "-", b.name, b.unit)].append(b)
     found = []
-    for (board, name, unit), runs in sorted(grouped.items()):
-        points = [(i, statistics.median(b.median for b in runs[i])) for i in sorted(runs)]
-        deterministic = all(b.deterministic for bs in runs.values() for b in bs)
+    for (board, name, unit), benches in sorted(grouped.items()):
+        measured = sorted((index[b.run_id], b.median) for b in benches)  # by run: nearly always once each
+        points = [(i, _median([m for _, m in run])) for i, run in groupby(measured, key=itemgetter(0))]
+        deterministic = all(b.deterministic for b in benches)
         found.append(Series(board, name, unit, deterministic, points))
     return found
+
+
+def _median(values: list[float]) -> float:
+    return values[0] if len(values) == 1 else statistics.median(values)
 
 
 def _results_by_run(history: History) -> dict[int, list[Result]]:
@@ -179,8 +186,13 @@ def flaky(history: History) -> list[Flaky]:
     attempt cut short and run again: never a clean pass, even if every run passed)."""
     groups: dict[tuple[str, str], list[Result]] = defaultdict(list)
     order = {run.id: i for i, run in enumerate(history.runs)}
+    # only the cases that failed on a known binary or passed after a rerun can be flaky: a farm's
+    # window holds hundreds of thousands of clean passes, not looked at one by one
+    failed = {r.nodeid for r in history.results if r.outcome == "failed" and r.binary_sha256}
+    unclean = {r.nodeid for r in history.results if r.outcome == "passed" and (r.reruns or r.flaky)}
+    maybe = failed | unclean
     for r in history.results:
-        if r.outcome in ("passed", "failed") and (r.binary_sha256 or not r.clean):
+        if r.nodeid in maybe and r.outcome in ("passed", "failed") and (r.binary_sha256 or not r.clean):
             groups[(r.nodeid, r.binary_sha256 or "")].append(r)
     found = []
     for (nodeid, sha), rs in groups.items():
