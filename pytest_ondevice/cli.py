@@ -114,7 +114,7 @@ def cache_command(action: str, where: Path | None, out=None, shared: bool | None
     return 0
 
 
-def report_command(db: Path, out: Path, threshold: str, last: int) -> int:
+def report_command(db: Path, out: Path, threshold: str, last: int, rows: int) -> int:
     """A --history file as one HTML page; a missing or foreign file is one line and exit 1."""
     from .records import bench
     from .records.history import HistoryError, load
@@ -128,7 +128,7 @@ def report_command(db: Path, out: Path, threshold: str, last: int) -> int:
     try:
         history = load(db, last, records=False)  # the page shows no record as a whole
         gc.freeze()  # the history lives to the end: the collector need not walk it while the page is drawn
-        written = write(history, out, pct, last)
+        written = write(history, out, pct, last, rows=rows)
     except (HistoryError, MatplotlibMissing) as e:
         print(f"pytest-ondevice report: {e}", file=sys.stderr)
         return 1
@@ -151,6 +151,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number of rows, 0 (every one) or more")
+    return value
+
+
 def _mib(size: int) -> str:
     return f"{size / (1 << 20):.1f} MiB"
 
@@ -167,7 +177,7 @@ def doctor_command(fleet: str | None, boards: list[str], rest: list[str]) -> int
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .records.report import DEFAULT_LAST  # matplotlib is imported only when a page is drawn
+    from .records.report import DEFAULT_LAST, MAX_ROWS  # matplotlib is imported only when a page is drawn
 
     args_given = sys.argv[1:] if argv is None else argv
     if args_given[:1] == ["bisect"]:  # its own options, and pytest's after them
@@ -216,6 +226,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help=f"look at the last N runs (default {DEFAULT_LAST})",
     )
+    report.add_argument(
+        "--rows",
+        type=_count,
+        default=MAX_ROWS,
+        metavar="N",
+        help=f"list at most N rows in each table, the rest counted (default {MAX_ROWS}; 0: every one)",
+    )
     doctor = sub.add_parser(
         "doctor",
         help="what can run: each board's toolchain, each fleet device reachable or why not",
@@ -242,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "cache":
         return cache_command(args.action, args.cache_dir, shared=args.shared)
     if args.command == "report":
-        return report_command(args.history, args.html, args.threshold, args.last)
+        return report_command(args.history, args.html, args.threshold, args.last, args.rows)
     return 2  # pragma: no cover
 
 
