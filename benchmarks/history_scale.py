@@ -37,7 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))  # this checkout's plugin, whichever copy is installed
+if __name__ == "__main__":  # run as a script: this checkout's plugin, whichever copy is installed
+    sys.path.insert(0, str(REPO))
 from pytest_ondevice.records import history  # noqa: E402
 
 GENERATOR = 1  # bump when the suite's shape changes: the cached history is built again
