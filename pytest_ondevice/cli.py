@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import shutil
 import sys
@@ -113,7 +114,7 @@ def cache_command(action: str, where: Path | None, out=None, shared: bool | None
     return 0
 
 
-def report_command(db: Path, out: Path, threshold: str, last: int) -> int:
+def report_command(db: Path, out: Path, threshold: str, last: int, rows: int) -> int:
     """A --history file as one HTML page; a missing or foreign file is one line and exit 1."""
     from .records import bench
     from .records.history import HistoryError, load
@@ -125,13 +126,17 @@ def report_command(db: Path, out: Path, threshold: str, last: int) -> int:
         print(f"pytest-ondevice report: --threshold={threshold!r}: expected a percentage such as 5%", file=sys.stderr)
         return 2
     try:
-        written = write(load(db, last), out, pct, last)
+        history = load(db, last, records=False)  # the page shows no record as a whole
+        gc.freeze()  # the history lives to the end: the collector need not walk it while the page is drawn
+        written = write(history, out, pct, last, rows=rows)
     except (HistoryError, MatplotlibMissing) as e:
         print(f"pytest-ondevice report: {e}", file=sys.stderr)
         return 1
     except OSError as e:
         print(f"pytest-ondevice report: cannot write {out}: {e.strerror or e}", file=sys.stderr)
         return 1
+    finally:
+        gc.unfreeze()
     print(f"report written to {written}")
     return 0
 
@@ -143,6 +148,16 @@ def _positive(text: str) -> int:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r}: expected a number of runs, 1 or more")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number of rows, 0 (every one) or more")
     return value
 
 
@@ -162,7 +177,7 @@ def doctor_command(fleet: str | None, boards: list[str], rest: list[str]) -> int
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .records.report import DEFAULT_LAST  # matplotlib is imported only when a page is drawn
+    from .records.report import DEFAULT_LAST, MAX_ROWS  # matplotlib is imported only when a page is drawn
 
     args_given = sys.argv[1:] if argv is None else argv
     if args_given[:1] == ["bisect"]:  # its own options, and pytest's after them
@@ -211,6 +226,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help=f"look at the last N runs (default {DEFAULT_LAST})",
     )
+    report.add_argument(
+        "--rows",
+        type=_count,
+        default=MAX_ROWS,
+        metavar="N",
+        help=f"list at most N rows in each table, the rest counted (default {MAX_ROWS}; 0: every one)",
+    )
     doctor = sub.add_parser(
         "doctor",
         help="what can run: each board's toolchain, each fleet device reachable or why not",
@@ -237,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "cache":
         return cache_command(args.action, args.cache_dir, shared=args.shared)
     if args.command == "report":
-        return report_command(args.history, args.html, args.threshold, args.last)
+        return report_command(args.history, args.html, args.threshold, args.last, args.rows)
     return 2  # pragma: no cover
 
 

@@ -10,6 +10,7 @@ A value a reader cannot decode (a damaged JSON column) is skipped and named, nev
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 import socket
@@ -404,8 +405,10 @@ def append_bisection(path: Path, found: Bisection) -> None:
         db.close()
 
 
-def load(path: Path, last: int | None = None) -> History:
-    """The history in a file (its last `last` runs); HistoryError if there is none to read."""
+def load(path: Path, last: int | None = None, records: bool = True) -> History:
+    """The history in a file (its last `last` runs); HistoryError if there is none to read.
+    records=False leaves each Bench.record None, unread (the report has no use for them: a
+    farm's history holds hundreds of thousands); a damaged one is still named."""
     path = Path(path)
     if not path.is_file():
         raise HistoryError(f"{path}: no such history file")
@@ -413,15 +416,20 @@ def load(path: Path, last: int | None = None) -> History:
         db = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True, timeout=BUSY_TIMEOUT)
     except sqlite3.Error as e:
         raise HistoryError(f"{path}: cannot open the history file ({e})") from None
+    collecting = gc.isenabled()
+    # a farm's window is hundreds of thousands of objects in no cycle: the collector would walk them over and over
+    gc.disable()
     try:
-        return _read(db, path, last)
+        return _read(db, path, last, records)
     except sqlite3.Error as e:
         raise HistoryError(f"{path}: not a pytest-ondevice history file ({e})") from None
     finally:
         db.close()
+        if collecting:
+            gc.enable()
 
 
-def _read(db: sqlite3.Connection, path: Path, last: int | None) -> History:
+def _read(db: sqlite3.Connection, path: Path, last: int | None, records: bool = True) -> History:
     if not _check(db, path):
         return History([], [], [], 0)
     total = db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
@@ -436,16 +444,29 @@ def _read(db: sqlite3.Connection, path: Path, last: int | None) -> History:
         row["args"] = _json(row["args"], list, [], where, "read as no arguments", damaged)
         runs.append(Run(**row, counts=counts))
     runs.sort(key=lambda run: (run.started, run.id))
+    # results and benches: a farm's window holds hundreds of thousands, built from tuples by
+    # position (the columns in field order, rowid last), a JSON column decoded only when set
     results = []
-    for n, row in enumerate(_select(db, "results", _fields(Result), chosen, limit, rowid=True)):
-        where = f"{path}: results rowid={row.pop('rowid', n)} ({row['nodeid']}, run {row['run_id']}), column reruns"
-        row["reruns"] = _json(row["reruns"], list, [], where, "its reruns are not shown", damaged)
-        results.append(Result(**{**row, "duration": row["duration"] or 0.0}))
+    for row in _tuples(db, "results", _fields(Result), chosen, limit):
+        r = Result(*row[:-1])
+        if r.duration is None:
+            r.duration = 0.0
+        if r.reruns is None:
+            r.reruns = []
+        else:
+            where = f"{path}: results rowid={row[-1]} ({r.nodeid}, run {r.run_id}), column reruns"
+            r.reruns = _json(r.reruns, list, [], where, "its reruns are not shown", damaged)
+        results.append(r)
     benches = []
-    for n, row in enumerate(_select(db, "benches", _fields(Bench), chosen, limit, rowid=True)):
-        where = f"{path}: benches rowid={row.pop('rowid', n)} ({row['name']}, run {row['run_id']}), column record"
-        row["record"] = _json(row["record"], dict, None, where, "its median, min and max are still used", damaged)
-        benches.append(Bench(**{**row, "deterministic": bool(row["deterministic"])}))
+    columns = _fields(Bench) if records else [f if f != "record" else "NULL AS record" for f in _fields(Bench)]
+    for row in _tuples(db, "benches", columns, chosen, limit):
+        b = Bench(*row[:-1])
+        b.deterministic = bool(b.deterministic)
+        if b.record is not None:
+            b.record = _json(b.record, dict, None, _bench_where(path, row[-1], b.name, b.run_id), _KEPT, damaged)
+        benches.append(b)
+    if not records:
+        damaged += _damaged_records(db, path, chosen, limit)
     coverage = []
     if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'coverage'").fetchone():
         for row in _select(db, "coverage", _fields(Coverage), chosen, limit):
@@ -477,17 +498,44 @@ def _fields(cls: type) -> list[str]:
     return [f.name for f in fields(cls)]
 
 
-def _select(
-    db: sqlite3.Connection, table: str, columns: list[str], chosen: str, limit: int, rowid: bool = False
-) -> list[dict]:
+def _select(db: sqlite3.Connection, table: str, columns: list[str], chosen: str, limit: int) -> list[dict]:
     """The rows of the chosen runs, each a dict by column name (the dataclasses' field names);
     a column an older schema version lacks reads as NULL."""
     have = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
-    wanted = [c if c in have else f"NULL AS {c}" for c in columns] + (["rowid"] if rowid else [])
-    names = columns + (["rowid"] if rowid else [])
+    wanted = [c if c in have else f"NULL AS {c}" for c in columns]
     run = "id" if table == "runs" else "run_id"
     cursor = db.execute(f"SELECT {', '.join(wanted)} FROM {table} WHERE {run} IN ({chosen})", (limit,))
-    return [dict(zip(names, row, strict=True)) for row in cursor]
+    return [dict(zip(columns, row, strict=True)) for row in cursor]
+
+
+def _tuples(db: sqlite3.Connection, table: str, columns: list[str], chosen: str, limit: int) -> sqlite3.Cursor:
+    """The rows of the chosen runs as tuples: those columns (SQL expressions too) in that order,
+    then the rowid; a column an older schema version lacks reads as NULL."""
+    have = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+    wanted = [c if c in have or " " in c else f"NULL AS {c}" for c in columns]
+    return db.execute(f"SELECT {', '.join(wanted)}, rowid FROM {table} WHERE run_id IN ({chosen})", (limit,))
+
+
+_KEPT = "its median, min and max are still used"
+
+
+def _bench_where(path: Path, rowid: int, name: str, run_id: int) -> str:
+    return f"{path}: benches rowid={rowid} ({name}, run {run_id}), column record"
+
+
+def _damaged_records(db: sqlite3.Connection, path: Path, chosen: str, limit: int) -> list[str]:
+    """The bench records of the chosen runs that are not JSON objects, named as load() names
+    them, found by SQLite's JSON functions (the rest are never decoded)."""
+    not_object = "CASE WHEN json_valid(record) THEN json_type(record) != 'object' ELSE 1 END"
+    query = f"SELECT rowid, name, run_id, record FROM benches WHERE run_id IN ({chosen}) AND record != ''"
+    try:
+        rows = db.execute(f"{query} AND {not_object}", (limit,)).fetchall()
+    except sqlite3.OperationalError:  # an SQLite built without its JSON functions: each one decoded here
+        rows = db.execute(query, (limit,)).fetchall()
+    damaged: list[str] = []
+    for rowid, name, run_id, text in rows:
+        _json(text, dict, None, _bench_where(path, rowid, name, run_id), _KEPT, damaged)
+    return damaged
 
 
 def now() -> str:
@@ -559,23 +607,15 @@ def _message(report) -> str:
     return text[:MESSAGE_MAX]
 
 
-class HistoryRecorder:
-    """The plugin --history registers on the controller: gathers every report, appends the
-    run at the end of the session."""
+class Reports:
+    """What a session's reports said, test by test, and the records a run appends from them:
+    the --history plugin's, and benchmarks/history_scale.py's (a night without a session)."""
 
-    def __init__(self, config: pytest.Config, path: Path) -> None:
-        self.config = config
-        self.path = Path(path)
-        self.started = now()
+    def __init__(self) -> None:
         self.tests: dict[str, _Test] = {}
-        self.written: int | None = None
-        self.failure: str | None = None
-        try:  # now, not at the end: a wrong file is a usage error before anything is built
-            connect(self.path).close()
-        except HistoryError as e:
-            raise pytest.UsageError(f"--history: {e}") from None
 
-    def _note(self, report, when: str) -> None:
+    def note(self, report, when: str) -> None:
+        """One phase's report (setup, call, teardown; collect for a source that failed to collect)."""
         test = self.tests.setdefault(report.nodeid, _Test())
         test.phases[when] = report.outcome
         test.duration += getattr(report, "duration", 0.0) or 0.0
@@ -593,25 +633,8 @@ class HistoryRecorder:
         if len(reruns) > len(test.reruns):  # each phase's report carries the item's properties so far
             test.reruns = reruns
 
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self._note(report, report.when)
-
-    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        if report.failed:  # a source that cannot be collected: an error of its own
-            self._note(report, "collect")
-
-    @pytest.hookimpl(trylast=True)  # after the session's own end: the coverage report is written
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        rev, dirty = git_state(self.config.rootpath)
-        run = Run(
-            started=self.started,
-            finished=now(),
-            git_rev=rev,
-            git_dirty=dirty,
-            host=socket.gethostname(),
-            args=list(self.config.invocation_params.args),
-            exitstatus=int(exitstatus),
-        )
+    def records(self) -> tuple[list[Result], list[Bench]]:
+        """Each test's result, and its latency and memory records."""
         results, benches = [], []
         for nodeid, test in self.tests.items():
             board = test.props.get("board")
@@ -649,12 +672,55 @@ class HistoryRecorder:
                         record=record,
                     )
                 )
+        return results, benches
+
+
+def append(path: Path, run: Run, results: list[Result], benches: list[Bench], coverage: list[Coverage] = ()) -> int:
+    """One run appended to the history file at path (made if need be); returns the run's id."""
+    db = connect(path)
+    try:
+        return append_run(db, run, results, benches, coverage)
+    finally:
+        db.close()
+
+
+class HistoryRecorder:
+    """The plugin --history registers on the controller: gathers every report, appends the
+    run at the end of the session."""
+
+    def __init__(self, config: pytest.Config, path: Path) -> None:
+        self.config = config
+        self.path = Path(path)
+        self.started = now()
+        self.reports = Reports()
+        self.written: int | None = None
+        self.failure: str | None = None
+        try:  # now, not at the end: a wrong file is a usage error before anything is built
+            connect(self.path).close()
+        except HistoryError as e:
+            raise pytest.UsageError(f"--history: {e}") from None
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.reports.note(report, report.when)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:  # a source that cannot be collected: an error of its own
+            self.reports.note(report, "collect")
+
+    @pytest.hookimpl(trylast=True)  # after the session's own end: the coverage report is written
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        rev, dirty = git_state(self.config.rootpath)
+        run = Run(
+            started=self.started,
+            finished=now(),
+            git_rev=rev,
+            git_dirty=dirty,
+            host=socket.gethostname(),
+            args=list(self.config.invocation_params.args),
+            exitstatus=int(exitstatus),
+        )
         try:
-            db = connect(self.path)
-            try:
-                self.written = append_run(db, run, results, benches, self._coverage())
-            finally:
-                db.close()
+            self.written = append(self.path, run, *self.reports.records(), self._coverage())
         except (HistoryError, sqlite3.Error) as e:
             self.failure = str(e)
 

@@ -16,6 +16,8 @@ import statistics
 import sys
 from collections import defaultdict
 from dataclasses import dataclass
+from itertools import groupby
+from operator import itemgetter
 from pathlib import Path
 
 from .history import Bench, Coverage, History, Result, Run, without_worker_header
@@ -25,6 +27,7 @@ MAX_PANELS = 24  # latency panels drawn at most; the newly slow ones first
 INSTALL_HINT = "pip install 'pytest-ondevice[report]'"
 MAX_DAMAGED = 20  # damaged values named on the page; the rest counted
 MAX_COVERAGE_FILES = 40  # files whose line coverage fell, named on the page; the rest counted
+MAX_ROWS = 50  # rows of each table on the page (a farm's night may bring hundreds); the rest counted
 
 
 class MatplotlibMissing(Exception):
@@ -66,15 +69,20 @@ STACK_UNIT = "bytes"  # a stack high-water record's (formats/benchline.stack_rec
 def series(history: History) -> list[Series]:
     """Every (board, kernel) measured in the window; a run that measured one twice counts its median."""
     index = {run.id: i for i, run in enumerate(history.runs)}
-    grouped: dict[tuple[str, str, str], dict[int, list[Bench]]] = defaultdict(lambda: defaultdict(list))
+    grouped: dict[tuple[str, str, str], list[Bench]] = defaultdict(list)
     for b in history.benches:
-        grouped[(b.board or "-", b.name, b.unit)][index[b.run_id]].append(b)
+        grouped[(b.board or "-", b.name, b.unit)].append(b)
     found = []
-    for (board, name, unit), runs in sorted(grouped.items()):
-        points = [(i, statistics.median(b.median for b in runs[i])) for i in sorted(runs)]
-        deterministic = all(b.deterministic for bs in runs.values() for b in bs)
+    for (board, name, unit), benches in sorted(grouped.items()):
+        measured = sorted((index[b.run_id], b.median) for b in benches)  # by run: nearly always once each
+        points = [(i, _median([m for _, m in run])) for i, run in groupby(measured, key=itemgetter(0))]
+        deterministic = all(b.deterministic for b in benches)
         found.append(Series(board, name, unit, deterministic, points))
     return found
+
+
+def _median(values: list[float]) -> float:
+    return values[0] if len(values) == 1 else statistics.median(values)
 
 
 def _results_by_run(history: History) -> dict[int, list[Result]]:
@@ -179,8 +187,13 @@ def flaky(history: History) -> list[Flaky]:
     attempt cut short and run again: never a clean pass, even if every run passed)."""
     groups: dict[tuple[str, str], list[Result]] = defaultdict(list)
     order = {run.id: i for i, run in enumerate(history.runs)}
+    # only the cases that failed on a known binary or passed after a rerun can be flaky: a farm's
+    # window holds hundreds of thousands of clean passes, not looked at one by one
+    failed = {r.nodeid for r in history.results if r.outcome == "failed" and r.binary_sha256}
+    unclean = {r.nodeid for r in history.results if r.outcome == "passed" and (r.reruns or r.flaky)}
+    maybe = failed | unclean
     for r in history.results:
-        if r.outcome in ("passed", "failed") and (r.binary_sha256 or not r.clean):
+        if r.nodeid in maybe and r.outcome in ("passed", "failed") and (r.binary_sha256 or not r.clean):
             groups[(r.nodeid, r.binary_sha256 or "")].append(r)
     found = []
     for (nodeid, sha), rs in groups.items():
@@ -520,6 +533,22 @@ def _table(headers: list[str], rows: list[list[str]], cls: str) -> str:
     return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
+def _first(found: list, limit: int) -> list:
+    """The rows a table shows: the first `limit` (0: every one)."""
+    return found[:limit] if limit else found
+
+
+def _more(found: list, limit: int, what: str, order: str) -> str:
+    """What a table left out, counted, and how to see it (nothing when it left nothing out)."""
+    more = len(found) - len(_first(found, limit))
+    if more <= 0:
+        return ""
+    return (
+        f'<p class="muted more">{more} more {what} not listed: the table shows the first {limit} ({order}); '
+        "<code>pytest-ondevice report --rows 0</code> lists every one.</p>"
+    )
+
+
 def _td(value, cls: str = "") -> str:
     return f'<td class="{cls}">{_e(value)}</td>' if cls else f"<td>{_e(value)}</td>"
 
@@ -598,7 +627,9 @@ def _chart_grid(plt, history: History, ordered: list[Series], threshold: float, 
     return "".join(out)
 
 
-def _stack_section(plt, history: History, stacks: list[Series], deeper: list[Series], threshold: float) -> str:
+def _stack_section(
+    plt, history: History, stacks: list[Series], deeper: list[Series], threshold: float, limit: int = MAX_ROWS
+) -> str:
     """Stack high-water per case (micro_test.h's `stack:CASE` records): what grew, then a
     chart per case over the runs, the deepest first."""
     if not stacks:  # a history from before stack figures, or of binaries built without them
@@ -613,21 +644,23 @@ def _stack_section(plt, history: History, stacks: list[Series], deeper: list[Ser
                 _td(_fmt(s.latest), "num"),
                 _td(f"{s.change():+.1f} %", "num bad"),
             ]
-            for s in deeper
+            for s in _first(deeper, limit)
         ]
         out.append(f"<p>Deeper than before by more than {threshold:g} %:</p>")
         out.append(_table(["case", "board", "reference (bytes)", "latest (bytes)", "change"], rows, "deeper-stacks"))
+        out.append(_more(deeper, limit, "deeper stacks", "the most grown first"))
     ordered = sorted(stacks, key=lambda s: (s not in deeper, -s.latest))
     out.append(_chart_grid(plt, history, ordered, threshold, "cases not drawn (the deepest come first)"))
     return "".join(out)
 
 
-def _device_errors_section(stats: list[DeviceStats], history: History) -> str:
+def _device_errors_section(stats: list[DeviceStats], history: History, limit: int = MAX_ROWS) -> str:
     out = ["<h2>Devices with errors</h2>"]
     bad = [s for s in stats if s.errors or s.retried_away or s.cut_short]
     if not bad:
         out.append('<p class="ok">None.</p>' if history.runs else "<p>No runs.</p>")
         return "".join(out)
+    bad = sorted(bad, key=lambda s: (-(s.errors + s.retried_away), -s.cut_short))
     rows = [
         [
             _td(s.device),
@@ -638,10 +671,11 @@ def _device_errors_section(stats: list[DeviceStats], history: History) -> str:
             _td(_when(history.runs[s.last_error_run].started)[:16] if s.last_error_run >= 0 else ""),
             _td(s.last_error[:300], "msg"),
         ]
-        for s in sorted(bad, key=lambda s: (-(s.errors + s.retried_away), -s.cut_short))
+        for s in _first(bad, limit)
     ]
     headers = ["device", "board", "errors", "moved elsewhere", "attempts cut short", "last error at", "last error"]
     out.append(_table(headers, rows, "device-errors"))
+    out.append(_more(bad, limit, "devices with errors", "the most errors first"))
     return "".join(out)
 
 
@@ -668,7 +702,7 @@ def first_bad(history: History) -> dict[tuple[str, str | None, str | None], str]
     return found
 
 
-def _failures_section(found: list[NewFailure] | None, bisected: dict | None = None) -> str:
+def _failures_section(found: list[NewFailure] | None, bisected: dict | None = None, limit: int = MAX_ROWS) -> str:
     out = ["<h2>New failures since the previous run</h2>"]
     if found is None:
         out.append("<p>No earlier run to compare with.</p>")
@@ -686,10 +720,11 @@ def _failures_section(found: list[NewFailure] | None, bisected: dict | None = No
                 _message_cell(f.result.message or ""),
                 *([_td(bisected.get((f.result.nodeid, f.result.board, None), ""), "first-bad")] if bisected else []),
             ]
-            for f in found
+            for f in _first(found, limit)
         ]
         headers = ["case", "file", "board", "device", "now", "before", "message"] + (["first bad"] if bisected else [])
         out.append(_table(headers, rows, "new-failures"))
+        out.append(_more(found, limit, "new failures", "by file and case"))
     return "".join(out)
 
 
@@ -699,6 +734,7 @@ def _slow_section(
     threshold: float,
     bisected: dict | None = None,
     moved: list[Series] | None = None,
+    limit: int = MAX_ROWS,
 ) -> str:
     out = [f"<h2>Newly slow kernels (over {threshold:g} %)</h2>"]
     by_kernel = {(board, metric): text for (_, board, metric), text in (bisected or {}).items() if metric}
@@ -719,10 +755,11 @@ def _slow_section(
                 _td(f"{s.change():+.1f} %", "num bad"),
                 *([_td(by_kernel.get((s.board, s.name), ""), "first-bad")] if by_kernel else []),
             ]
-            for s in slow
+            for s in _first(slow, limit)
         ]
         headers = ["kernel", "board", "unit", "reference", "latest", "change"] + (["first bad"] if by_kernel else [])
         out.append(_table(headers, rows, "slow-kernels"))
+        out.append(_more(slow, limit, "slower kernels", "the slowest first"))
     if moved:
         out.append(
             "<h3>Exact figures that changed since the run before</h3><p>Counted on a virtual clock "
@@ -738,14 +775,15 @@ def _slow_section(
                 _td(f"{100.0 * (s.latest - s.points[-2][1]) / (s.points[-2][1] or 1):+.2f} %", "num"),
                 *([_td(by_kernel.get((s.board, s.name), ""), "first-bad")] if by_kernel else []),
             ]
-            for s in moved
+            for s in _first(moved, limit)
         ]
         headers = ["kernel", "board", "unit", "before", "latest", "change"] + (["first bad"] if by_kernel else [])
         out.append(_table(headers, rows, "exact-changes"))
+        out.append(_more(moved, limit, "changed exact figures", "the largest change first"))
     return "".join(out)
 
 
-def _flaky_section(found: list[Flaky], runs: int) -> str:
+def _flaky_section(found: list[Flaky], runs: int, limit: int = MAX_ROWS) -> str:
     out = ["<h2>Flaky cases (same binary, both passed and failed; or passed only after a rerun)</h2>"]
     if runs < 2 and not found:
         out.append("<p>No earlier run to compare with.</p>")
@@ -764,10 +802,11 @@ def _flaky_section(found: list[Flaky], runs: int) -> str:
                 _td(f.last),
                 _td("; ".join(f.reruns)[:300], "msg"),
             ]
-            for f in found
+            for f in _first(found, limit)
         ]
         headers = ["case", "file", "board", "binary", "passed", "failed", "passed after a rerun", "last", "reruns"]
         out.append(_table(headers, rows, "flaky"))
+        out.append(_more(found, limit, "flaky cases", "the most failures first"))
     return "".join(out)
 
 
@@ -787,8 +826,8 @@ def _damaged_section(history: History) -> str:
     )
 
 
-def render(history: History, threshold: float = 5.0, last: int = DEFAULT_LAST) -> str:
-    """The whole page as one string (threshold in %)."""
+def render(history: History, threshold: float = 5.0, last: int = DEFAULT_LAST, rows: int = MAX_ROWS) -> str:
+    """The whole page as one string (threshold in %; rows: of each table at most, 0 for all)."""
     plt = _pyplot()
     every = series(history)
     all_series = [s for s in every if s.unit != STACK_UNIT]
@@ -798,15 +837,15 @@ def render(history: History, threshold: float = 5.0, last: int = DEFAULT_LAST) -
     body = [
         _header(history, last),
         _damaged_section(history),
-        _failures_section(new_failures(history), first_bad(history)),
-        _slow_section(all_series, slow, threshold, first_bad(history), changed_exact(all_series, slow, history)),
-        _flaky_section(flaky(history), len(history.runs)),
-        _device_errors_section(stats, history),
+        _failures_section(new_failures(history), first_bad(history), rows),
+        _slow_section(all_series, slow, threshold, first_bad(history), changed_exact(all_series, slow, history), rows),
+        _flaky_section(flaky(history), len(history.runs), rows),
+        _device_errors_section(stats, history, rows),
     ]
     if history.runs:  # what needs doing first, then the pictures
         body.append(_pass_rate_section(plt, stats))
         body.append(_trends(plt, history, all_series, slow, threshold))
-        body.append(_stack_section(plt, history, stacks, slow_kernels(stacks, history, threshold), threshold))
+        body.append(_stack_section(plt, history, stacks, slow_kernels(stacks, history, threshold), threshold, rows))
         body.append(_coverage_section(plt, history))
     charts = sum(part.count('<img class="chart"') for part in body)
     return (
@@ -817,10 +856,12 @@ def render(history: History, threshold: float = 5.0, last: int = DEFAULT_LAST) -
     )
 
 
-def write(history: History, out: Path, threshold: float = 5.0, last: int = DEFAULT_LAST, warn=None) -> Path:
+def write(
+    history: History, out: Path, threshold: float = 5.0, last: int = DEFAULT_LAST, warn=None, rows: int = MAX_ROWS
+) -> Path:
     """The page written to out; each damaged value of the history also said on stderr (warn)."""
     out = Path(out)
-    text = render(history, threshold, last)
+    text = render(history, threshold, last, rows)
     say = warn or (lambda line: print(line, file=sys.stderr))
     for note in history.damaged:
         say(f"pytest-ondevice report: skipped a damaged value: {note}")
