@@ -37,6 +37,11 @@ PUSH_TIMEOUT = 60.0
 AID_SYSTEM, AID_SHELL = 1000, 2000  # own /data and /data/local/tmp on Android
 STDIN, STDOUT, STDERR, EXIT, CLOSE_STDIN = 0, 1, 2, 3, 4
 HEADER = struct.Struct("<BI")
+# The adb server writes each packet of a stream to its client as it comes, with Nagle on: on a
+# long-lived stream (the keeper's) Linux delays our ACKs (up to 40 ms), so a reply in two
+# packets (a command's output, then its done line) stalled 44 ms. Acknowledging at once costs
+# nothing (measured: a keeper command 1.2 ms instead of 44)
+QUICKACK = getattr(socket, "TCP_QUICKACK", None)
 
 STATE_HINTS = {
     "unauthorized": "unlock the device and accept the 'Allow USB debugging?' prompt (tick 'Always allow'), "
@@ -328,6 +333,8 @@ class ShellV2(RunStream):
         """Read one chunk and sort it; False when nothing came within `wait`."""
         self.sock.settimeout(wait)
         try:
+            if QUICKACK is not None:  # see QUICKACK: Linux turns it off again after a while
+                self.sock.setsockopt(socket.IPPROTO_TCP, QUICKACK, 1)
             chunk = self.sock.recv(65536)
         except TimeoutError:
             return False
