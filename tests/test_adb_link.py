@@ -1,9 +1,11 @@
 """The ADB transport's link to the adb server, without a device: how its streams are read
-(test_adb.py runs it all against the stand-in)."""
+and how its kept sync streams are reused (test_adb.py runs it all against the stand-in)."""
 
 from __future__ import annotations
 
 import socket
+import struct
+import threading
 from types import SimpleNamespace
 
 import pytest
@@ -55,3 +57,59 @@ def test_every_read_of_a_stream_acknowledges_at_once():
     assert reads
     for i in reads:
         assert sock.calls[i - 1] == ("setsockopt", socket.IPPROTO_TCP, adb.QUICKACK, 1), sock.calls
+
+
+class FakeSync:
+    """adbd's sync service, just SEND and STAT, on the far end of each stream a test opens."""
+
+    def __init__(self) -> None:
+        self.opened: list[socket.socket] = []
+        self.received: dict[str, bytes] = {}
+
+    def open_transport(self, timeout: float) -> SimpleNamespace:
+        ours, theirs = tcp_pair()
+        self.opened.append(theirs)
+        threading.Thread(target=self._serve, args=(theirs,), daemon=True).start()
+        return SimpleNamespace(conn=ours, send_command=lambda cmd: None, check_okay=lambda: None, close=ours.close)
+
+    def _serve(self, sock: socket.socket) -> None:
+        def read(n: int) -> bytes:
+            data = b""
+            while len(data) < n:
+                chunk = sock.recv(n - len(data))
+                if not chunk:
+                    raise EOFError
+                data += chunk
+            return data
+
+        try:
+            while True:
+                kind, length = adb.SYNC.unpack(read(8))
+                path = read(length).decode()
+                if kind == b"STAT":
+                    size = len(self.received.get(path, b""))
+                    sock.sendall(b"STAT" + struct.pack("<III", 0o100600, size, 0))
+                    continue
+                name, body = path.rsplit(",", 1)[0], b""
+                while (head := adb.SYNC.unpack(read(8)))[0] == b"DATA":
+                    body += read(head[1])
+                self.received[name] = body
+                sock.sendall(adb.SYNC.pack(b"OKAY", 0))
+        except (EOFError, OSError):
+            sock.close()
+
+
+def test_pushes_reuse_a_kept_sync_stream_and_a_closed_one_is_replaced(tmp_path):
+    device = FakeSync()
+    transport = SimpleNamespace(syncs=adb.SyncPool(device, timeout=5))
+    fs = adb.AdbFs(transport)
+    local = tmp_path / "binary"
+    local.write_bytes(bytes(range(256)) * 600)  # three DATA packets
+    fs.put(str(local), "/data/local/tmp/a")
+    fs.put(str(local), "/data/local/tmp/b")
+    assert len(device.opened) == 1  # one stream for both
+    device.opened[0].shutdown(socket.SHUT_RDWR)  # the device ends the kept stream meanwhile
+    fs.put(str(local), "/data/local/tmp/c")  # on a new one, not an error
+    assert len(device.opened) == 2
+    assert device.received == {f"/data/local/tmp/{n}": local.read_bytes() for n in "abc"}
+    transport.syncs.close()
