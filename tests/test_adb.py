@@ -4,6 +4,8 @@ aarch64 binaries (tests/support/adb_standin.py says what it is and what it canno
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import os
 import socket
 import sys
 import threading
@@ -341,6 +343,34 @@ def test_data_files_are_pushed_beside_the_binary(phone):
     phone.write("other/ondevice.toml", 'data = ["testdata/golden.txt"]\n')
     phone.write("other/other_golden_test.c", DATA_TEST.replace("71 -34 99 -20", "1 2 3"))
     run(phone).assert_outcomes(passed=2)
+
+
+def test_the_device_cache_is_pruned_to_its_size_and_stale_parts_go(phone):
+    """What earlier sessions left beyond cache_entries goes, least recently used first, but
+    never what this session holds; a partial push older than an hour goes too; a file not
+    ours stays. (The listings this takes are the device's `stat` of whole directories.)"""
+    for i in range(3):
+        phone.write(f"p{i}_test.c", CASES.replace("Fails", f"Fails{i}"))
+    run(phone).assert_outcomes(passed=6, failed=3)
+    bin_dir = phone.device.host_path("/data/local/tmp/ondevice-shell/bin")
+    entry = {
+        name: hashlib.sha256((phone.path / f"_build/android-arm64/bin/{name}_test.c.elf").read_bytes()).hexdigest()
+        for name in ("p0", "p1", "p2")
+    }
+    assert sorted(p.name for p in bin_dir.iterdir()) == sorted(entry.values())
+    now = time.time()
+    for name, used in (("p2", now - 1200), ("p0", now - 600), ("p1", now + 600)):  # p1: the latest used
+        os.utime(bin_dir / entry[name], (used, used))
+    stale = bin_dir / f"{'0' * 64}.part-0123456789ab"
+    stale.write_bytes(b"half a binary")
+    os.utime(stale, (now - 7200, now - 7200))
+    (bin_dir / "notes.txt").write_text("not ours")
+    phone.write("boards/small-phone.toml", 'extends = "android-arm64"\n[transport]\ncache_entries = 1\n')
+    result = phone.run(f"--device=adb:{phone.device.serial}", "p0_test.c", board="small-phone")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*0 pushed, 1 already on the device*"])
+    # p1 is the one entry kept; p0 is older, but this session held it
+    assert sorted(p.name for p in bin_dir.iterdir()) == sorted([entry["p0"], entry["p1"], "notes.txt"])
 
 
 def test_a_tampered_cache_entry_is_pushed_again_not_run(phone):

@@ -461,9 +461,9 @@ class AdbFs:
 
     def listdir_attr(self, path: str = ".") -> list[Any]:
         q = shlex.quote(path)
-        out = self._run(
-            f'cd {q} && for f in * .[!.]*; do [ -e "$f" ] && stat -c \'%u %g %f %s %Y %n\' "$f"; done; true'
-        )
+        # one stat for them all (a process per file took 1-3 ms each on the stand-in); an
+        # empty dir leaves a glob unmatched: stat's complaint about it is not an entry
+        out = self._run(f"cd {q} && {{ stat -c '%u %g %f %s %Y %n' * .[!.]* 2>/dev/null; true; }}")
         attrs = []
         for line in out.splitlines():
             parts = line.split(" ", 5)
