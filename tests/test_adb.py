@@ -3,13 +3,18 @@ aarch64 binaries (tests/support/adb_standin.py says what it is and what it canno
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import os
+import socket
 import sys
+import threading
 import time
 import warnings
 
 import pytest
 from conftest import build_report
-from support.adb_standin import AdbServer, StandinDevice, standin_unavailable
+from support.adb_standin import AdbServer, StandinDevice, recv_exact, standin_unavailable
 from test_rust import FORGING, assert_forgery_caught, crate, needs_cargo
 
 with warnings.catch_warnings():  # imported once here: pytester drops what an in-process run imported
@@ -50,21 +55,72 @@ def device(server, tmp_path):
 @pytest.fixture
 def phone(project, server, device):
     """A project whose ini points the plugin at this test's adb server."""
+    use_server(project, server.port)
+    project.device = device
+    project.server = server
+    return project
+
+
+def use_server(project, port: int) -> None:
     project.pytester.makeini(
         "\n".join(
             [
                 "[pytest]",
                 f"ondevice_build_dir = {project.path / '_build'}",
                 f"ondevice_cache_dir = {project.path / '_cache'}",
-                f"ondevice_adb_server = 127.0.0.1:{server.port}",
+                f"ondevice_adb_server = 127.0.0.1:{port}",
                 "ondevice_boards = boards",
             ]
         )
         + "\n"
     )
-    project.device = device
-    project.server = server
-    return project
+
+
+class ServerTap:
+    """A relay in front of the adb server that records the first request of every connection
+    made to it (host:version, host:devices-l, host:tport:serial:..., ...)."""
+
+    def __init__(self, server_port: int) -> None:
+        self.server_port = server_port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.requests: list[str] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def __enter__(self) -> ServerTap:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.listener.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._relay, args=(client,), daemon=True).start()
+
+    def _relay(self, client: socket.socket) -> None:
+        with client, socket.create_connection(("127.0.0.1", self.server_port)) as server:
+            head = recv_exact(client, 4)
+            body = recv_exact(client, int(head, 16)) if head else None
+            if body is None:
+                return
+            self.requests.append(body.decode())
+            server.sendall(head + body)
+            back = threading.Thread(target=_copy, args=(server, client), daemon=True)
+            back.start()
+            _copy(client, server)
+            back.join()
+
+
+def _copy(source: socket.socket, dest: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        while data := source.recv(65536):
+            dest.sendall(data)
+    with contextlib.suppress(OSError):
+        dest.shutdown(socket.SHUT_WR)
 
 
 def run(phone, *args, device: str | None = None):
@@ -101,6 +157,26 @@ def test_examples_pass_per_case_and_a_rerun_pushes_nothing(phone):
     cache = phone.device.host_path("/data/local/tmp/ondevice-shell")
     assert len(list((cache / "bin").iterdir())) == 2
     wait_until(lambda: not list((cache / "sessions").iterdir()), what="session dirs removed")
+
+
+def test_a_binary_costs_one_stream_to_the_server_its_run(phone):
+    """Pushes go over sync streams kept for the session (adbutils' Sync opened three streams a
+    push, each after asking the server its version): per binary, only its run's shell stream
+    is a new connection to the adb server, and the server's version is asked once."""
+    count = 6
+    for i in range(count):
+        phone.write(f"t{i}_test.c", CASES.replace("Fails", f"Fails{i}"))
+    with ServerTap(phone.server.port) as tap:
+        use_server(phone, tap.port)
+        run(phone).assert_outcomes(passed=2 * count, failed=count)
+    assert tap.requests.count("host:version") == 1, tap.requests
+    streams = [r for r in tap.requests if r.startswith(("host:tport:", "host:transport"))]
+    # the runs; the keeper; a sync stream for each thread that pushed at the same time
+    assert count + 1 <= len(streams) <= count + 3, tap.requests
+    opened = phone.device.opened()
+    assert opened.count("sync:") <= 2, opened
+    assert len([s for s in opened if s.startswith("shell")]) == count + 1, opened
+    assert len([p for p in phone.device.pushes() if "/bin/" in p]) == count
 
 
 def test_pass_and_fail_with_file_and_line(phone):
@@ -267,6 +343,34 @@ def test_data_files_are_pushed_beside_the_binary(phone):
     phone.write("other/ondevice.toml", 'data = ["testdata/golden.txt"]\n')
     phone.write("other/other_golden_test.c", DATA_TEST.replace("71 -34 99 -20", "1 2 3"))
     run(phone).assert_outcomes(passed=2)
+
+
+def test_the_device_cache_is_pruned_to_its_size_and_stale_parts_go(phone):
+    """What earlier sessions left beyond cache_entries goes, least recently used first, but
+    never what this session holds; a partial push older than an hour goes too; a file not
+    ours stays. (The listings this takes are the device's `stat` of whole directories.)"""
+    for i in range(3):
+        phone.write(f"p{i}_test.c", CASES.replace("Fails", f"Fails{i}"))
+    run(phone).assert_outcomes(passed=6, failed=3)
+    bin_dir = phone.device.host_path("/data/local/tmp/ondevice-shell/bin")
+    entry = {
+        name: hashlib.sha256((phone.path / f"_build/android-arm64/bin/{name}_test.c.elf").read_bytes()).hexdigest()
+        for name in ("p0", "p1", "p2")
+    }
+    assert sorted(p.name for p in bin_dir.iterdir()) == sorted(entry.values())
+    now = time.time()
+    for name, used in (("p2", now - 1200), ("p0", now - 600), ("p1", now + 600)):  # p1: the latest used
+        os.utime(bin_dir / entry[name], (used, used))
+    stale = bin_dir / f"{'0' * 64}.part-0123456789ab"
+    stale.write_bytes(b"half a binary")
+    os.utime(stale, (now - 7200, now - 7200))
+    (bin_dir / "notes.txt").write_text("not ours")
+    phone.write("boards/small-phone.toml", 'extends = "android-arm64"\n[transport]\ncache_entries = 1\n')
+    result = phone.run(f"--device=adb:{phone.device.serial}", "p0_test.c", board="small-phone")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*0 pushed, 1 already on the device*"])
+    # p1 is the one entry kept; p0 is older, but this session held it
+    assert sorted(p.name for p in bin_dir.iterdir()) == sorted([entry["p0"], entry["p1"], "notes.txt"])
 
 
 def test_a_tampered_cache_entry_is_pushed_again_not_run(phone):
