@@ -450,7 +450,7 @@ def suspects(history_path: Path, threshold: float) -> tuple[int, list[Suspect]]:
     and bench records slower by more than threshold % (an exact figure: any rise)."""
     from .records import history as records
 
-    found = records.load(history_path, last=HISTORY_WINDOW)
+    found = records.load(history_path, last=HISTORY_WINDOW, records=False)  # the figures, not the JSON
     if len(found.runs) < 2:
         raise BisectError(f"{history_path}: bisecting needs two runs to compare, it holds {len(found.runs)}")
     last = found.runs[-1]
@@ -461,24 +461,27 @@ def suspects(history_path: Path, threshold: float) -> tuple[int, list[Suspect]]:
     def before(board):
         return next((run for run in reversed(found.runs[:-1]) if board in boards.get(run.id, ())), None)
 
+    # each run's results and records by case, looked up once each: a farm's night holds
+    # thousands of cases, and a search through every result per failure grew as their product
+    results = {(r.run_id, r.nodeid): r for r in reversed(found.results)}  # the first of each wins
+    benches = {(b.run_id, b.nodeid, b.name): b for b in reversed(found.benches)}
+    previous_of = {board: before(board) for board in boards.get(last.id, ())}
     out = []
     for r in found.results:
-        previous = before(r.board) if r.run_id == last.id and r.outcome == "failed" else None
+        previous = previous_of.get(r.board) if r.run_id == last.id and r.outcome == "failed" else None
         if previous is None:
             continue
-        then = [o for o in found.results if o.run_id == previous.id and o.nodeid == r.nodeid]
-        if not then or then[0].outcome != "passed":
+        then = results.get((previous.id, r.nodeid))
+        if then is None or then.outcome != "passed":
             continue
-        flaky = bool(r.flaky or r.reruns or then[0].flaky or then[0].reruns)
+        flaky = bool(r.flaky or r.reruns or then.flaky or then.reruns)
         out.append(Suspect(r.nodeid, r.board, None, previous.git_rev or "", last.git_rev or "",
                            (r.message or "")[:200], 0, flaky))  # fmt: skip
     for b in found.benches:
-        previous = before(b.board) if b.run_id == last.id and b.unit != "bytes" else None
+        previous = previous_of.get(b.board) if b.run_id == last.id and b.unit != "bytes" else None
         if previous is None:
             continue
-        old = next(
-            (o for o in found.benches if o.run_id == previous.id and (o.nodeid, o.name) == (b.nodeid, b.name)), None
-        )
+        old = benches.get((previous.id, b.nodeid, b.name))
         if old is None or not old.median:
             continue
         change = 100.0 * (b.median - old.median) / old.median
