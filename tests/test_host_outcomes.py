@@ -526,3 +526,25 @@ def test_the_short_summary_and_junit_carry_the_failure_message(project):
     result = project.run("-rf", f"--junitxml={junit}")
     result.stdout.fnmatch_lines(["FAILED mixed_test.c::OffByOne[[]host[]] - got == 42 failed at mixed_test.c:7*"])
     assert 'message="got == 42 failed at mixed_test.c:7 (41 vs 42)"' in junit.read_text()
+
+
+def test_binaries_run_with_a_short_switch_interval_and_it_is_restored(project):
+    """The threads reading the binaries' output wait for the interpreter lock at each
+    wake-up: the session shortens the interval while it runs them, and gives it back."""
+    import sys
+
+    project.write("adds_test.c", V1_MIXED)
+    project.write(
+        "conftest.py",
+        """
+        import sys
+        def pytest_runtest_call(item):
+            item.config._interval_seen = sys.getswitchinterval()
+        def pytest_unconfigure(config):
+            print(f"interval during the run: {getattr(config, '_interval_seen', None)}")
+        """,
+    )
+    before = sys.getswitchinterval()
+    result = project.run("-s")
+    result.stdout.fnmatch_lines(["*interval during the run: 0.0005*"])
+    assert sys.getswitchinterval() == before
