@@ -714,11 +714,14 @@ HANG = """
 
 
 def _start(pi) -> subprocess.Popen:
+    """pytest as a terminal starts it: a hang-up ignored by whoever runs these tests (nohup)
+    is not inherited (the plugin rightly leaves an ignored SIGHUP alone)."""
     return subprocess.Popen(
         [sys.executable, "-m", "pytest", f"--board={pi.board}", f"--device={pi.sshd.alias}", "-p", "no:cacheprovider"],
         cwd=pi.path,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),
     )
 
 

@@ -1197,4 +1197,7 @@ def _probe() -> str | None:
 
 
 if __name__ == "__main__":
+    # a phone's adbd does not inherit a hang-up ignored by whoever started the tests (nohup):
+    # its shells' hang-up on a closed stream is what the tests check
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
     sys.exit(serve(sys.argv[1:]))
