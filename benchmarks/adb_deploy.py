@@ -25,10 +25,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 
+from _kernels import write_kernel_tests
 from _revision import installed_layout
 from _timing import timed_with_cpu
 
@@ -57,27 +57,7 @@ sys.exit(1 if failed else 0)
 
 def make_project(root: Path, count: int, server: AdbServer) -> Path:
     project = root / "project"
-    (project / "tests").mkdir(parents=True)
-    for i in range(count):
-        (project / "tests" / f"kernel{i:02d}_test.c").write_text(
-            textwrap.dedent(
-                f"""
-                #include "micro_test.h"
-                static int dot(const int *a, const int *b, int n) {{
-                  int s = 0;
-                  for (int k = 0; k < n; ++k) s += a[k] * b[k];
-                  return s;
-                }}
-                TF_LITE_MICRO_TESTS_BEGIN
-                TF_LITE_MICRO_TEST(Dot{i}) {{
-                  const int a[4] = {{1, 2, 3, {i}}}, b[4] = {{4, 5, 6, 1}};
-                  TF_LITE_MICRO_EXPECT_EQ(dot(a, b, 4), 32 + {i});
-                }}
-                TF_LITE_MICRO_TEST(Identity{i}) {{ TF_LITE_MICRO_EXPECT_EQ({i}, {i}); }}
-                TF_LITE_MICRO_TESTS_END
-                """
-            )
-        )
+    write_kernel_tests(project / "tests", count)
     (project / "pytest.ini").write_text(
         f"[pytest]\nondevice_build_dir = {project / '_build'}\n"
         f"ondevice_cache_dir = {root / 'build-cache'}\n"
