@@ -196,6 +196,7 @@ class Leases:
         started = time.monotonic()
         said = False
         waiting: dict[str, Lease] = {}  # labgrid places we hold the lock of and wait for
+        poll = POLL_PLACES if any(d.place is not None for d in devices) else POLL
         try:
             while True:
                 with self._lock:  # threads of one run take turns over the devices: load is spread
@@ -219,7 +220,7 @@ class Leases:
                     board = devices[0].board
                     say(f"ondevice: waiting for a device of board {board}: {self.describe(devices, waiting)}")
                     said = True
-                stop.wait(POLL_PLACES if any(d.place is not None for d in devices) else POLL)
+                stop.wait(poll)
         finally:
             for lease in waiting.values():  # the places not taken: cancel their reservations
                 self._give_up(lease)
