@@ -96,6 +96,7 @@ def activate(config: pytest.Config) -> None:
         session = config.stash[SESSION_KEY] = OnDeviceSession(settings, reg, live)
     except store.CacheError as e:
         raise pytest.UsageError(str(e)) from None
+    config.add_cleanup(session.close)  # closed at unconfigure; this is for a usage error below
     if settings.coverage:
         _start_coverage(config, session)
     try:
@@ -202,6 +203,8 @@ def _run_dir(config: pytest.Config) -> Path:
         return Path(given)
     run_dir = Path(tempfile.mkdtemp(prefix="ondevice-run-"))
     config.stash[RUN_DIR_KEY] = run_dir
+    # a cleanup, not an unconfigure hook: it runs too when configuring stops at a usage error
+    config.add_cleanup(lambda: shutil.rmtree(run_dir, ignore_errors=True))
     return run_dir
 
 
@@ -443,9 +446,6 @@ class OnDevicePlugin:
         before = config.stash.get(SWITCH_INTERVAL_KEY, None)
         if before is not None:
             sys.setswitchinterval(before)
-        run_dir = config.stash.get(RUN_DIR_KEY, None)
-        if run_dir is not None:
-            shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def _numbers(ondevice: OnDeviceSession) -> dict[str, int]:

@@ -80,6 +80,7 @@ class OnDeviceSession:
         self._run_pools: dict[tuple[str, str], ThreadPoolExecutor] = {}  # (run|push, board)
         self._consumed: set[tuple[str, Path]] = set()
         self.stopping = threading.Event()  # set at session end: queued and running runs stop
+        self._closed = False
         # the run's shared state; a session made without one (not by the plugin) has its own
         self._own_run_dir = None if settings.run_dir else tempfile.TemporaryDirectory(prefix="ondevice-run-")
         run_dir = settings.run_dir or Path(self._own_run_dir.name)
@@ -358,6 +359,11 @@ class OnDeviceSession:
                 self.push_skipped += 1
 
     def close(self) -> None:
+        """Once: at unconfigure, or as the config's cleanup when configuring stopped at a
+        usage error after the session was made."""
+        if self._closed:
+            return
+        self._closed = True
         self.stopping.set()
         self.builder.stop()  # compilers still running are killed, none start
         self.devices.stop()  # a run still going (run-ahead, Ctrl-C) ends now

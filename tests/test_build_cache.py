@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -329,7 +330,9 @@ def test_one_project_run_twice_at_once_with_different_flags_gets_both_verdicts_r
         assert verdict(plain) == "1 failed", plain
 
 
-def test_an_unusable_build_dir_is_one_clear_error(project):
+def test_an_unusable_build_dir_is_one_clear_error(project, monkeypatch, tmp_path_factory):
+    temp = tmp_path_factory.mktemp("temp")  # where the session makes its run dir
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
     project.write("cfg.h", "#define VALUE 1\n")
     value_test(project)
     project.write("not-a-dir", "")
@@ -346,6 +349,7 @@ def test_an_unusable_build_dir_is_one_clear_error(project):
     result.stderr.fnmatch_lines(
         ["*the build dir */not-a-dir/build cannot be used: Not a directory*ondevice_build_dir*"]
     )
+    assert list(temp.iterdir()) == []  # the run dir made before the error is gone with it
 
 
 def test_a_relative_build_dir_is_relative_to_the_ini_file_from_any_subdirectory(project):
