@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import textwrap
 from pathlib import Path
@@ -70,6 +71,14 @@ class Project:
 # Unrelated plugins that may be installed on a developer's machine cost ~1 s per
 # in-process run; blocking a plugin that is not installed is harmless.
 QUIET = ("-p", "no:benchmark", "-p", "no:hypothesispytest")
+
+
+def private_tmpdir(where: Path, env: dict | None = None) -> dict:
+    """The environment for a pytest run a test may kill: its temp files (the run dir) go
+    under where, not into the machine's temp dir, where a killed run cannot remove them."""
+    tmp = Path(where) / ".tmp"
+    tmp.mkdir(exist_ok=True)
+    return {**(os.environ if env is None else env), "TMPDIR": str(tmp)}
 
 
 @pytest.fixture

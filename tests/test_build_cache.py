@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import QUIET, build_report
+from conftest import QUIET, build_report, private_tmpdir
 
 from pytest_ondevice.build import builder as build
 from pytest_ondevice.build import store
@@ -216,7 +216,7 @@ def _pytest_process(cwd: Path, *args: str, env: dict | None = None) -> subproces
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
         text=True,
-        env=env,
+        env=private_tmpdir(cwd, env),
     )
 
 

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import QUIET
+from conftest import QUIET, private_tmpdir
 
 from pytest_ondevice.config.schema import ConfigError
 from pytest_ondevice.farm import fleet
@@ -185,6 +185,7 @@ def _background_run(project, test: str, *args: str) -> subprocess.Popen:
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,
+        env=private_tmpdir(project.path),
     )
 
 
