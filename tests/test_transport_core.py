@@ -3,6 +3,7 @@ the console of another from a board file alone, and the shared run loop."""
 
 from __future__ import annotations
 
+import os
 import textwrap
 import threading
 import time
@@ -265,3 +266,22 @@ def test_an_emulators_own_warnings_are_left_out_and_the_rest_of_its_stderr_kept(
     end = run_streaming(["sh", "-c", script], 10, got.extend, noise=re.compile(rb"emu: warning: nic \S+ has no peer"))
     assert end.exit_code == 3
     assert sorted(bytes(got).splitlines()) == [b"emu: real problem", b"out1", b"out2"]
+
+
+def test_a_local_program_that_closes_its_output_and_works_on_ends_with_its_own_status():
+    from pytest_ondevice.transports._proc import run_streaming
+
+    out = []
+    script = "echo before; exec >&-; sleep 0.3; exit 7"
+    end = run_streaming(["sh", "-c", script], 30, out.append)
+    assert b"".join(out) == b"before\n" and end.exit_code == 7 and end.duration >= 0.3
+
+
+def test_local_runs_leave_no_descriptor_open():
+    """Each run's pipes and its exit notice (a pidfd) are closed with it."""
+    from pytest_ondevice.transports._proc import run_streaming
+
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(20):
+        assert run_streaming(["true"], 30, lambda b: None).exit_code == 0
+    assert len(os.listdir("/proc/self/fd")) == before

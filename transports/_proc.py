@@ -72,6 +72,7 @@ class ProcessStream:
         assert self.proc.stdout is not None
         self.fd = self.proc.stdout.fileno()
         self._open = [self.fd] + ([self.proc.stderr.fileno()] if self.proc.stderr else [])
+        self._exited = _exit_notice(self.proc.pid)
 
     def read(self, wait: float) -> bytes | None:
         if not self._open:
@@ -126,7 +127,10 @@ class ProcessStream:
         return RunEnd(signal=signal_name(-code)) if code < 0 else RunEnd(exit_code=code)
 
     def wait(self, seconds: float) -> None:
-        with contextlib.suppress(subprocess.TimeoutExpired):
+        if self._exited is not None:  # wakes the moment it exits
+            select.select([self._exited], [], [], seconds)
+            return
+        with contextlib.suppress(subprocess.TimeoutExpired):  # polls, sleeping 0.5 ms and more between
             self.proc.wait(timeout=seconds)
 
     def kill(self) -> None:
@@ -141,6 +145,18 @@ class ProcessStream:
                 with contextlib.suppress(OSError):  # a stdin it stopped reading: nothing to flush to
                     pipe.close()
         self.proc.wait()
+        if self._exited is not None:
+            os.close(self._exited)
+            self._exited = None
+
+
+def _exit_notice(pid: int) -> int | None:
+    """A descriptor that turns readable when the child exits (Linux 5.3+), or None. Its output
+    closes a moment before it can be reaped: subprocess's wait() would then sleep."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
 
 
 def run_streaming(
