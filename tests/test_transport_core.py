@@ -194,6 +194,30 @@ def test_drive_does_not_wait_for_a_grandchild_holding_the_output():
     assert end.exit_code == 0 and time.monotonic() - start < 3 and stream.killed
 
 
+class FloodingStream(FakeStream):
+    """Output without end (a grandchild printing after the program exited); counts polls."""
+
+    polls = 0
+
+    def read(self, wait):
+        if self.killed:
+            return b""
+        time.sleep(0.001)
+        return b"line\n"
+
+    def poll(self):
+        self.polls += 1
+        return super().poll()
+
+
+def test_drive_asks_a_printing_program_how_it_is_seldom_and_still_ends_a_flood_after_it_exits():
+    stream = FloodingStream([], exit_after=0.3, code=0)
+    start = time.monotonic()
+    end = drive(stream, 30, lambda b: None)
+    assert end.exit_code == 0 and stream.killed and time.monotonic() - start < 5
+    assert stream.polls < 50  # not once per chunk of output (hundreds here)
+
+
 def test_drive_ends_the_program_when_the_session_stops():
     stop = threading.Event()
     stream = FakeStream([], exit_after=60)

@@ -69,12 +69,15 @@ def drive(
     eof = False
     ended: RunEnd | None = None
     ended_at = 0.0
+    flowing = False  # the last read brought output
     while True:
         if stop is not None and stop.is_set():  # the session is ending: leave nothing behind
             kill()
             raise InfrastructureError("run stopped: the session ended")
         now = time.monotonic()
-        if ended is None:
+        # while output flows the program is asked how it is only every POLL_SECONDS: each
+        # question is a system call, and a test printing line by line would ask once a line
+        if ended is None and (not flowing or now - ended_at >= POLL_SECONDS):
             ended = stream.poll()
             ended_at = now
         if ended is not None and (eof or now - ended_at > LINGER_SECONDS):
@@ -90,6 +93,7 @@ def drive(
             stream.wait(min(wait, 0.05))
             continue
         data = stream.read(wait)
+        flowing = bool(data)
         if data:
             on_bytes(data)
         elif data == b"":
