@@ -309,3 +309,29 @@ def test_local_runs_leave_no_descriptor_open():
     for _ in range(20):
         assert run_streaming(["true"], 30, lambda b: None).exit_code == 0
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_local_runs_start_while_another_thread_rewrites_the_environment(monkeypatch):
+    """pytest sets and removes PYTEST_CURRENT_TEST around every test while our threads
+    start binaries: a child started with vfork that inherited the C library's environ read
+    it mid-rewrite, and execve failed with EFAULT (about 1 start in 5 here)."""
+    from pytest_ondevice.transports import _proc
+
+    monkeypatch.setattr(_proc, "EXEC_ATTEMPTS", 1)  # the rule itself, not the retry behind it
+    stop = threading.Event()
+
+    def churn():
+        n = 0
+        while not stop.is_set():
+            os.environ["ONDEVICE_TEST_CHURN"] = f"value {n} " * 4
+            del os.environ["ONDEVICE_TEST_CHURN"]
+            n += 1
+
+    thread = threading.Thread(target=churn)
+    thread.start()
+    try:
+        ends = [_proc.run_streaming(["true"], 30, lambda b: None).exit_code for _ in range(300)]
+    finally:
+        stop.set()
+        thread.join()
+    assert ends == [0] * 300

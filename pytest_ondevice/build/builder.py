@@ -883,6 +883,9 @@ class Builder:
                         stdin=subprocess.DEVNULL,
                         cwd=self.source_root,
                         start_new_session=True,  # its own group: stop() ends cc1/as/ld too
+                        # a copy, not "inherit": a vfork'd child reading the C environ while
+                        # pytest's thread rewrites it fails with EFAULT (transports/_proc.py)
+                        env=dict(os.environ),
                     )
                     self._running.add(proc)
             except OSError as e:
