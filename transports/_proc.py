@@ -27,7 +27,9 @@ from .runloop import drive
 READ_SIZE = 65536
 STDERR_KEPT = 1 << 20  # of an interactive program's separate stderr
 # exec failures that say nothing about the file: a file just written (ETXTBSY), a machine
-# short of memory or processes; tried again before the device is blamed
+# short of memory or processes, an environment rewritten while a child that inherited it
+# exec'd (EFAULT: our children never inherit, see own_environment); tried again before the
+# device is blamed
 TRANSIENT_EXEC = {errno.EFAULT, errno.EAGAIN, errno.ENOMEM, errno.ETXTBSY, errno.EINTR}
 EXEC_ATTEMPTS = 3
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from . import Option, device_cache
+from ._proc import own_environment
 from .contract import ConnectionLost, Deployed, InfrastructureError, RunEnd, end_from_status
 from .keeper import BOOT, Keeper
 from .linuxdevice import DEFAULT_CACHE_ENTRIES, LinuxDevice, RunStream
@@ -138,7 +139,9 @@ class AdbTransport(LinuxDevice):
                 adb = shutil.which("adb")
                 default = not self.options.get("adb_server") and not os.environ.get("ANDROID_ADB_SERVER_PORT")
                 if attempt == 1 and default and adb and host == "127.0.0.1":
-                    subprocess.run([adb, "start-server"], capture_output=True, timeout=30, check=False)
+                    subprocess.run(
+                        [adb, "start-server"], capture_output=True, timeout=30, check=False, env=own_environment(None)
+                    )
                     continue
                 raise InfrastructureError(
                     f"no adb server on {host}:{port} ({e.strerror or e}); start one: adb start-server "

@@ -30,6 +30,7 @@ from typing import Any
 from pytest_ondevice.config.schema import SECONDS
 
 from . import Option, Transport
+from ._proc import own_environment
 from .contract import Clock, Deployed, InfrastructureError, OnBytes, RunEnd
 from .renode_monitor import MonitorError, MonitorGone, RenodeMonitor
 from .runloop import ExitLine, drive
@@ -123,7 +124,12 @@ class RenodeTransport(Transport):
         argv = [renode, "--disable-xwt", "--plain", "--port", str(port), "--pid-file", f"{self._tmp.name}/pid"]
         try:
             self.proc = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=own_environment(None),  # a reconnect may start it while tests run
             )
         except OSError as e:
             raise InfrastructureError(f"cannot start {renode}: {e}") from None
