@@ -273,7 +273,7 @@ def test_doctor_names_a_missing_toolchain_with_its_package_and_fails(project):
     )
 
 
-def test_an_xdist_worker_killed_while_holding_the_lease_does_not_block_the_device(project):
+def test_an_xdist_worker_killed_while_holding_the_lease_does_not_block_the_device(project, monkeypatch):
     """The binary kills the worker that runs it (its parent) while that worker holds the
     fleet's one device: xdist replaces the worker, and the device is free at once."""
     project.write("farm.toml", ONE_DEVICE)
@@ -289,6 +289,8 @@ def test_an_xdist_worker_killed_while_holding_the_lease_does_not_block_the_devic
         """,
     )
     sleepers(project, ["b", "c", "d"], ms=300)
+    tmp = Path(private_tmpdir(project.path)["TMPDIR"])
+    monkeypatch.setenv("TMPDIR", str(tmp))
     started = time.monotonic()
     result = project.pytester.runpytest_subprocess(
         "--fleet=farm.toml", "-n", "2", "--lease-timeout=20", "-p", "no:cacheprovider", *QUIET
@@ -298,6 +300,8 @@ def test_an_xdist_worker_killed_while_holding_the_lease_does_not_block_the_devic
     outcomes = result.parseoutcomes()
     assert outcomes.get("passed") == 6 and outcomes.get("failed") == 1, outcomes
     assert "error" not in outcomes and "errors" not in outcomes
+    # the killed worker's local run dirs were in the run's dir, which the controller removed
+    assert not list(tmp.iterdir())
 
 
 def test_a_labgrid_place_gives_the_address_through_its_resource(tmp_path):

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import QUIET
+from conftest import QUIET, private_tmpdir
 from support.sshd import BinfmtLease, Sshd, free_port, new_account, remove_account
 from test_fleet import SLEEPER, junit_cases
 
@@ -193,6 +193,7 @@ def start(farm, *args: str) -> subprocess.Popen:
     return subprocess.Popen(
         pytest_argv(farm, "-p", "no:cacheprovider", *args),
         cwd=farm.path,
+        env=private_tmpdir(farm.path),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -213,6 +214,7 @@ def test_a_place_is_acquired_for_each_binary_and_released_after(farm):
     assert {p["device"] for p in junit_cases(farm.path / "j.xml").values()} == {"pi-a"}
     assert farm.lab.holder("pi-a") is None
     assert "Reservation" not in farm.lab.reservations()
+    assert not list((farm.path / ".tmp").iterdir())  # nor its run dir
 
 
 @slow
@@ -278,6 +280,7 @@ def test_an_interrupted_run_gives_its_place_back(farm):
     assert "Interrupted" in out or "KeyboardInterrupt" in out, out
     assert farm.lab.holder("pi-a") is None
     assert "Reservation" not in farm.lab.reservations()
+    assert not list((farm.path / ".tmp").iterdir())  # nor its run dir
 
 
 @slow

@@ -18,7 +18,7 @@ from pathlib import Path
 import fabric  # noqa: F401
 import paramiko
 import pytest
-from conftest import build_report
+from conftest import build_report, private_tmpdir
 from support.sshd import BinfmtLease, Sshd, new_account, remove_account
 
 pytestmark = pytest.mark.slow
@@ -678,6 +678,8 @@ def test_pytest_ended_by_a_signal_mid_run_leaves_nothing_running_on_the_device(p
         raise AssertionError(f"pytest did not end on {sig.name}") from None
     gone(pi, "hang_test")
     wait_until(lambda: not _scratch_dirs(pi), 10, "the killed session's dir is removed")
+    if sig != signal.SIGKILL:  # a signal it can act on: its run dir goes too (kill -9 leaves it in .tmp)
+        assert not list((pi.path / ".tmp").iterdir())
 
 
 def test_what_a_killed_session_left_is_ended_by_the_next_session(pi):
@@ -719,6 +721,7 @@ def _start(pi) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "pytest", f"--board={pi.board}", f"--device={pi.sshd.alias}", "-p", "no:cacheprovider"],
         cwd=pi.path,
+        env=private_tmpdir(pi.path),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),

@@ -92,6 +92,9 @@ class Transport(ABC):
         # counts are brought back to); a transport whose device writes files elsewhere than
         # this machine brings its .gcda files back there when it closes
         self.coverage: tuple[int, Path] | None = None
+        # where scratch on this machine goes (a local run's cwd): the run's own dir, which
+        # whoever made the run removes, even after this process was killed (an xdist worker)
+        self.local_dir: Path | None = None
         self.options = {**{k: o.default for k, o in self.options.items() if o.default is not None}, **options}
         self.stop = threading.Event()  # set when the session ends: a running binary is ended
 
@@ -213,12 +216,20 @@ class Combined(Transport):
     """One transport's loader with another's console (flash over SWD, read a UART)."""
 
     def __init__(self, loader: Transport, console: Transport) -> None:
-        super().__init__(loader.board, loader.device, {})
         self.loader, self.console = loader, console
+        super().__init__(loader.board, loader.device, {})
         self.name = f"{loader.name}+{console.name}"
         self.stop = loader.stop
         console.stop = loader.stop
         loader.attach_console(console)
+
+    @property
+    def local_dir(self) -> Path | None:
+        return self.loader.local_dir
+
+    @local_dir.setter
+    def local_dir(self, where: Path | None) -> None:
+        self.loader.local_dir = self.console.local_dir = where
 
     def open(self) -> None:
         self.loader.open()

@@ -193,9 +193,10 @@ class RunDirs:
     def __init__(self) -> None:
         self._root: Path | None = None
 
-    def make(self, data: Sequence[Path]) -> Path:
+    def make(self, data: Sequence[Path], under: Path | None = None) -> Path:
+        """under: the run's own dir (Transport.local_dir), else the machine's temp dir."""
         if self._root is None:
-            self._root = Path(tempfile.mkdtemp(prefix="ondevice-run-"))
+            self._root = Path(tempfile.mkdtemp(prefix="ondevice-run-", dir=under))
         run_dir = Path(tempfile.mkdtemp(dir=self._root))
         for path in data:
             (run_dir / path.name).symlink_to(path.resolve())
@@ -273,10 +274,11 @@ class LocalScratch(LocalSpawns):
 
     _run_dirs: RunDirs
     _scratch: Path | None = None
+    local_dir: Path | None
 
     def scratch(self) -> Path:
         if self._scratch is None:
-            self._scratch = self._run_dirs.make(())
+            self._scratch = self._run_dirs.make((), self.local_dir)
         return self._scratch
 
     def _local_path(self, remote: str) -> Path:

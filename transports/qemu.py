@@ -57,7 +57,7 @@ class _LocalFileTransport(LocalSpawns, Transport):
         self._run_dirs = RunDirs()
 
     def deploy(self, artifact: Path, sha256: str, data: Sequence[Path] = ()) -> Deployed:
-        return Deployed(str(artifact), sha256, pushed=None, cwd=str(self._run_dirs.make(data)))
+        return Deployed(str(artifact), sha256, pushed=None, cwd=str(self._run_dirs.make(data, self.local_dir)))
 
     def close(self) -> None:
         self.end_spawned()

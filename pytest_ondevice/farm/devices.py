@@ -39,6 +39,7 @@ class Devices:
         self.places = Coordinator(self.fleet.coordinator) if self.fleet.places else None
         self.leases = Leases(lease_root, self.jobs_of, settings.who, settings.worker_index, self.places)
         self.quarantine = Quarantine(run_dir, self.fleet.quarantine_after)
+        self.run_dir = run_dir
         self._addresses: dict[str, str | None] = {}  # a labgrid place's device: where it was last
         self._transports: dict[str, Transport] = {}  # by device name
         self._open: dict[str, Future] = {}
@@ -125,6 +126,7 @@ class Devices:
         if self._stopping.is_set():
             transport.stop.set()
         transport.coverage = self.coverage
+        transport.local_dir = self.run_dir
         transport.open()
         self._transports[device.name] = transport
         return transport
