@@ -15,9 +15,13 @@ warm build cache. Three things are timed at each size, interleaved, as whole pro
   pytest   the same number of trivial Python tests (`def test_N(): pass`, 10 per file, the
            same layout) under plain pytest, with JUnit XML too
 
-and each tool's start-up is timed on a tree of one trivial Python test. The figure compared is the cost of one
-more case: (plugin - own - plugin's start-up) / cases against (pytest - pytest's start-up)
-/ cases (target: <= 1.0), and it should stay flat as the suite grows.
+and each tool's start-up is timed on a tree of one trivial Python test. --floor adds a
+fourth, `floor`: the plugin's own items with every binary's result made beforehand
+(_replay.py), no build check, run or parsing: what the items alone cost in pytest.
+
+The figure compared is the cost of one more case: (plugin - own - plugin's start-up) /
+cases against (pytest - pytest's start-up) / cases (target: <= 1.0), and it should stay
+flat as the suite grows.
 
 --build N: N binaries built from cold (empty build dir and cache) by the plugin
 (`--build-only`) and by `make -j2` running the same compile and link commands, recorded
@@ -82,15 +86,22 @@ def shell_loop(binaries: list[Path]) -> list[str]:
     return ["sh", "-c", 'for b in "$@"; do "$b" > /dev/null || exit 1; done', "sh", *map(str, binaries)]
 
 
-def median_times(commands: dict[str, tuple[list[str], Path]], repeats: int) -> dict[str, float]:
+def median_times(commands: dict[str, tuple[list[str], Path, dict]], repeats: int) -> dict[str, float]:
     runs: dict[str, list[float]] = {k: [] for k in commands}
     for _ in range(repeats):  # interleaved: the machine's drift falls on all alike
-        for name, (argv, cwd) in commands.items():
-            runs[name].append(timed(argv, cwd, ENV))
+        for name, (argv, cwd, env) in commands.items():
+            runs[name].append(timed(argv, cwd, env))
     return {k: statistics.median(v) for k, v in runs.items()}
 
 
-def scale(work: Path, sizes: list[int], repeats: int) -> None:
+def replay_env(mode: str, tree: Path) -> dict:
+    """The environment of a run with _replay.py: recording every binary's result, or replaying it."""
+    here = str(Path(__file__).resolve().parent)
+    path = os.pathsep.join(p for p in (here, ENV.get("PYTHONPATH", "")) if p)
+    return {**ENV, "PYTHONPATH": path, "ONDEVICE_REPLAY": mode, "ONDEVICE_REPLAY_FILE": str(tree / "replay.pickle")}
+
+
+def scale(work: Path, sizes: list[int], repeats: int, floor: bool = False) -> None:
     empty_c = tree(work / "empty-c", 0, "", "")
     empty_py = tree(work / "empty-py", 0, "", "")
     for empty in (empty_c, empty_py):  # one trivial test, so neither run ends with "no tests ran"
@@ -113,16 +124,18 @@ def scale(work: Path, sizes: list[int], repeats: int) -> None:
         binaries = sorted(p for p in (c_tree / "_build" / "host" / "bin").rglob("*_test.c.elf") if p.is_file())
         assert len(binaries) == files, (len(binaries), files)
         junit = ["--junitxml", "junit.xml"]
-        figures = median_times(
-            {
-                "plugin": (pytest_cmd(*PLUGIN, "--board=host", *junit, "tests"), c_tree),
-                "own": (shell_loop(binaries), c_tree),
-                "pytest": (pytest_cmd(*junit, "tests"), py_tree),
-                "plugin0": (pytest_cmd(*PLUGIN, "--board=host", "tests"), empty_c),
-                "pytest0": (pytest_cmd("tests"), empty_py),
-            },
-            repeats,
-        )
+        commands = {
+            "plugin": (pytest_cmd(*PLUGIN, "--board=host", *junit, "tests"), c_tree, ENV),
+            "own": (shell_loop(binaries), c_tree, ENV),
+            "pytest": (pytest_cmd(*junit, "tests"), py_tree, ENV),
+            "plugin0": (pytest_cmd(*PLUGIN, "--board=host", "tests"), empty_c, ENV),
+            "pytest0": (pytest_cmd("tests"), empty_py, ENV),
+        }
+        if floor:
+            replayed = pytest_cmd(*PLUGIN, "-p", "_replay", "--board=host", *junit, "tests")
+            timed(replayed, c_tree, replay_env("record", c_tree))
+            commands["floor"] = (replayed, c_tree, replay_env("replay", c_tree))
+        figures = median_times(commands, repeats)
         whole = ((figures["plugin"] - figures["own"]) / cases * 1000, figures["pytest"] / cases * 1000)
         more = (
             (figures["plugin"] - figures["own"] - figures["plugin0"]) / cases * 1000,
@@ -134,6 +147,14 @@ def scale(work: Path, sizes: list[int], repeats: int) -> None:
             f"{'':19s}{more[0]:7.3f} {more[1]:7.3f} {more[0] / more[1]:6.2f}",
             flush=True,
         )
+        if floor:
+            items = (figures["floor"] - figures["plugin0"]) / cases * 1000
+            print(
+                f"{'':8s} floor (results made beforehand): {figures['floor']:.2f} s, one more case "
+                f"{items:.3f} ms, {items / more[1]:.2f} x pytest's; the build check, runs and parsing "
+                f"add {more[0] - items:.3f} ms a case",
+                flush=True,
+            )
     print(f"start-up (one trivial Python test): plugin {figures['plugin0']:.3f} s, pytest {figures['pytest0']:.3f} s")
     print(
         "whole run: (plugin - own) / cases against pytest / cases, start-up included, as a user waits "
@@ -206,6 +227,9 @@ def main() -> int:
     parser.add_argument("--build", type=int, default=1000, help="binaries in the cold-build comparison (0: none)")
     parser.add_argument("--workdir", type=Path, help="keep the generated trees here (reused by later runs)")
     parser.add_argument(
+        "--floor", action="store_true", help="also time the plugin's items with every result made beforehand"
+    )
+    parser.add_argument(
         "--bare", action="store_true", help="no other installed pytest plugin loaded, in either (the plugin by -p)"
     )
     args = parser.parse_args()
@@ -216,7 +240,7 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     try:
         if args.cases:
-            scale(work, [int(c) for c in args.cases.split(",")], args.repeats)
+            scale(work, [int(c) for c in args.cases.split(",")], args.repeats, args.floor)
         if args.build:
             cold_build(work, args.build, args.repeats)
     finally:

@@ -1,0 +1,35 @@
+"""A pytest plugin for `suite_scale.py --floor`: the plugin's own items, with every binary's
+result made beforehand. ONDEVICE_REPLAY=record runs the suite and keeps each result in
+ONDEVICE_REPLAY_FILE; =replay hands the kept results out without checking a build or
+running anything. A replayed run costs what the items cost in pytest (collection, the
+protocol, reports, JUnit XML): the floor under the build check, the runs and the parsing."""
+
+from __future__ import annotations
+
+import os
+import pickle
+from pathlib import Path
+
+from pytest_ondevice import runner
+
+MODE = os.environ.get("ONDEVICE_REPLAY", "")
+FILE = Path(os.environ.get("ONDEVICE_REPLAY_FILE", "replay.pickle"))
+_kept: dict[str, object] = {}
+
+if MODE == "replay":
+    _kept = pickle.loads(FILE.read_bytes())
+    runner.OnDeviceSession._build_and_run = lambda self, spec: _kept[str(spec.key)]
+    runner.OnDeviceSession._build = lambda self, spec: _kept[str(spec.key)].artifact
+elif MODE == "record":
+    _run = runner.OnDeviceSession._build_and_run
+
+    def _recorded(self, spec):
+        result = _kept[str(spec.key)] = _run(self, spec)
+        return result
+
+    runner.OnDeviceSession._build_and_run = _recorded
+
+
+def pytest_unconfigure(config) -> None:
+    if MODE == "record":
+        FILE.write_bytes(pickle.dumps(_kept))
