@@ -168,6 +168,34 @@ def test_with_xdist_each_binary_runs_once_on_one_worker(project):
     assert {p["device"] for p in cases.values()} == {"h1", "h2"}
 
 
+STAMPED = """
+    #include <stdio.h>
+    #include <unistd.h>
+    #include "micro_test.h"
+    static void stamp(const char *what) {{
+      FILE *f = fopen("{log}", "a"); fprintf(f, "{name} %s\\n", what); fclose(f);
+    }}
+    TF_LITE_MICRO_TESTS_BEGIN
+    TF_LITE_MICRO_TEST(Works) {{ stamp("start"); usleep({ms} * 1000); stamp("end"); }}
+    TF_LITE_MICRO_TEST(Adds) {{ TF_LITE_MICRO_EXPECT_EQ(2, 1 + 1); }}
+    TF_LITE_MICRO_TESTS_END
+"""
+
+
+def test_a_worker_out_of_work_takes_the_binary_queued_behind_a_long_one(project):
+    """a and c are long, the rest short. The first worker gets a with c queued behind it;
+    the second runs b, d and e, then takes c back (xdist's steal) and runs it while a still
+    runs, instead of leaving c to start when a ends."""
+    project.write("farm.toml", HOST_FLEET)
+    log = project.path / "stamps.log"
+    for name, ms in [("a", 4000), ("b", 50), ("c", 1500), ("d", 50), ("e", 50)]:
+        project.write(f"{name}_test.c", STAMPED.format(log=log, name=name, ms=ms))
+    result = project.pytester.runpytest_subprocess("--fleet=farm.toml", "-n", "2", "-p", "no:cacheprovider", *QUIET)
+    result.assert_outcomes(passed=10)
+    stamps = log.read_text().splitlines()
+    assert stamps.index("c start") < stamps.index("a end"), stamps
+
+
 ONE_DEVICE = """
     [fleet]
     lease_dir = "leases"

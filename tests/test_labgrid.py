@@ -214,7 +214,6 @@ def test_a_place_is_acquired_for_each_binary_and_released_after(farm):
     assert {p["device"] for p in junit_cases(farm.path / "j.xml").values()} == {"pi-a"}
     assert farm.lab.holder("pi-a") is None
     assert "Reservation" not in farm.lab.reservations()
-    assert not list((farm.path / ".tmp").iterdir())  # nor its run dir
 
 
 @slow
