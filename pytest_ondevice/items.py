@@ -216,12 +216,10 @@ class DeviceVerdictItem(pytest.Item):
         if isinstance(excinfo.value, CaseFailed):
             where = (str(self.path), self.failure_line)
             return CaseFailureRepr(excinfo.value.message, self.source_search(), list(excinfo.value.footer), where)
-        if isinstance(excinfo.value, DeviceInfrastructureError):
-            return str(excinfo.value)
-        return super().repr_failure(excinfo, style=style)
+        return super().repr_failure(excinfo, style=style)  # pytest's asks _repr_failure_py, below
 
     def _repr_failure_py(self, excinfo, style=None) -> str | TerminalRepr:
-        """What pytest asks of an error in setup (repr_failure is asked only of the call): a
+        """What pytest asks of an error in setup, and repr_failure of one in the call: a
         device's trouble is its message, never a traceback of our plumbing. Formatting one
         cost about 50 ms an item (the source of every frame parsed): a quarantined board's
         70,000 remaining cases took 13 minutes to report."""
