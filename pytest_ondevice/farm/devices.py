@@ -46,6 +46,7 @@ class Devices:
         self._opener = opener
         self._stopping = stopping
         self._lock = threading.Lock()
+        self._clocks: dict[tuple[str, str | None], Clock] = {}
         self.coverage: tuple[int, Path] | None = None  # set by the session when it instruments
 
     # -- which devices -----------------------------------------------------------------
@@ -142,8 +143,13 @@ class Devices:
                 self.table_for(self.registry.get(device.board), device)
 
     def clock_for(self, board: Board, device: Device | None = None) -> Clock:
+        """Board-file data, the same all session: asked once per case that timed something."""
         device = device or next(iter(self.fleet.for_board(board.name)), None)
-        return board.clock_for(self.table_for(board, device)[0])
+        key = (board.name, device.name if device else None)
+        clock = self._clocks.get(key)
+        if clock is None:
+            clock = self._clocks[key] = board.clock_for(self.table_for(board, device)[0])
+        return clock
 
     def forget(self, device: Device) -> None:
         """Close the device's transport: the next use connects afresh."""
