@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -417,6 +419,31 @@ def test_concurrent_builders_of_the_same_inputs_build_once(project, tmp_path):
         line = next(x for x in out.splitlines() if x.startswith("ondevice build:"))
         compiled.append(int(line.split()[2]))
     assert sum(compiled) == 6  # each object compiled by one of the two; the other waited and reused it
+
+
+def test_a_warm_run_is_not_held_up_by_another_session_holding_the_build_locks(project):
+    """A look-up that finds its entry takes no lock file: another session building the same
+    step for other inputs (another checkout's header) does not make it wait."""
+    value_test(project)
+    project.write("cfg.h", "#define VALUE 1\n")
+    project.run().assert_outcomes(passed=1)
+    locks = [p for p in (project.path / "_cache").rglob("locks/*/*") if re.fullmatch("[0-9a-f]{64}", p.name)]
+    assert len(locks) >= 3, locks  # the steps': the runtime's and the test's compiles, the link
+    held = [os.open(p, os.O_RDONLY) for p in locks]
+    try:
+        for fd in held:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        proc = _pytest_process(project.path)
+        try:
+            out = proc.communicate(timeout=60)[0]
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            pytest.fail(f"the warm run waited for the locks: {proc.communicate()[0]}")
+    finally:
+        for fd in held:
+            os.close(fd)
+    assert verdict(out) == "1 passed", out
+    assert "0 compiled" in out, out
 
 
 def test_cache_stats_and_clean(project, capsys):

@@ -376,13 +376,14 @@ class Store:
         return Entry(staged / name, self.digest(staged / name))
 
     # -- manifests: input sets found after the fact (headers, linker inputs) --
-    def lookup(self, key: str, still_true: Callable[[dict], bool]) -> str | None:
+    def lookup(self, key: str, still_true: Callable[[dict], bool], count: bool = True) -> str | None:
         """The result key of the newest recorded input set that still holds (an untrusted
-        manifest is none)."""
+        manifest is none; count: counted as such, once per build)."""
         path = self._manifest(key)
         try:
             if not self._shard_ok(path.parent) or self._trusted(path, stat.S_IFREG) is None:
-                self.stats.count("untrusted")  # what it names is built again
+                if count:
+                    self.stats.count("untrusted")  # what it names is built again
                 return None
             results = json.loads(_read_nofollow(path))["results"]
         except (OSError, ValueError, KeyError, TypeError):
