@@ -402,6 +402,25 @@ def test_parallel_workers_with_xdist(project):
     result.assert_outcomes(passed=3, failed=2)
 
 
+def test_a_host_binary_runs_when_its_cases_are_reached_so_x_stops_the_ones_after(project):
+    """A local run is not queued ahead on another thread (it costs more than it saves):
+    after -x stops the session at a failure, no later binary has run."""
+    project.write("a_test.c", V1_MIXED)
+    project.write("b_test.cc", V2_MIXED)
+    result = project.run("-x")
+    result.assert_outcomes(passed=1, failed=1)
+    logs = project.path / "_build" / "host" / "logs"
+    assert (logs / "a_test.c.log").is_file()
+    assert not (logs / "b_test.cc.log").exists()
+
+
+def test_a_board_of_a_remote_transport_still_runs_ahead():
+    from pytest_ondevice import transports
+
+    assert transports.runs_ahead({"name": "ssh"}) and transports.runs_ahead({"name": "qemu-user"})
+    assert not transports.runs_ahead({"name": "local"})
+
+
 def test_timeout_from_ini_and_per_file_override(project):
     hang = """
         #include <unistd.h>

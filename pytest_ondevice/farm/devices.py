@@ -142,6 +142,14 @@ class Devices:
             if device.place is None:  # a place's address is known once it is acquired
                 self.table_for(self.registry.get(device.board), device)
 
+    def runs_ahead(self, board: Board) -> bool:
+        """Whether the board's runs are queued ahead of the tests that read them: always
+        when its devices run several binaries at a time (they run in parallel)."""
+        devices = self.for_board(board.name)
+        if sum(self.jobs_of(d) for d in devices) > 1:
+            return True
+        return any(transports.runs_ahead(self.table_for(board, d)[0]) for d in devices or [None])
+
     def clock_for(self, board: Board, device: Device | None = None) -> Clock:
         """Board-file data, the same all session: asked once per case that timed something."""
         device = device or next(iter(self.fleet.for_board(board.name)), None)
