@@ -317,7 +317,8 @@ class OnDeviceItem(DeviceVerdictItem):
                     data["verdict"], failure = compare(data, base, baseline[1])
                     if failure:
                         regressions.append(failure)
-            self.user_properties.append(("ondevice_bench", json.dumps(data)))  # JUnit XML shows it as is
+            # JUnit XML shows it as is: no spaces (a property per case, escaped there)
+            self.user_properties.append(("ondevice_bench", json.dumps(data, separators=(",", ":"))))
             if record.name == RSS_NAME:
                 self.user_properties.append(("ondevice_peak_rss_bytes", str(record.median)))
             elif record.unit == "bytes":  # the stack high-water, plainly, for a CI that reads JUnit

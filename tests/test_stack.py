@@ -155,6 +155,33 @@ def test_the_stack_figure_rides_in_bench_json(project):
     assert records["stack:KnownArray"]["unit"] == "bytes" and records["stack:KnownArray"]["case"] == "KnownArray"
 
 
+def test_a_cases_junit_entry_carries_its_stack_figure_once(project):
+    """Every case has a stack record: in JUnit XML it is the figure and where it was
+    measured, not a second raw copy (a 10,000-case run's file was 13 MB)."""
+    project.write("known_test.c", KNOWN.format(size=1024))
+    junit = project.path / "junit.xml"
+    project.run(f"--junitxml={junit}").assert_outcomes(passed=2)
+    case = next(c for c in ET.parse(junit).getroot().iter("testcase") if c.get("name").startswith("Leaf"))
+    bench = [json.loads(p.get("value")) for p in case.iter("property") if p.get("name") == "ondevice_bench"]
+    (record,) = [r for r in bench if r["name"] == "stack:Leaf"]
+    assert set(record) == {
+        "name",
+        "board",
+        "unit",
+        "median",
+        "min",
+        "max",
+        "repeats",
+        "deterministic",
+        "case",
+        "binary_sha256",
+        "device_name",
+    }, record
+    assert record["median"] == junit_stack(junit)["Leaf"] and record["unit"] == "bytes"
+    size = sum(len(ET.tostring(p)) for p in case.iter("property"))
+    assert size < 900, ET.tostring(case)
+
+
 def test_disabled_it_prints_nothing(project):
     project.write("known_test.c", KNOWN.format(size=1024))
     project.write("ondevice.toml", 'defines = ["ONDEVICE_STACK_DISABLE=1", "ONDEVICE_RSS_DISABLE=1"]\n')
