@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import os
 import random
 import resource
@@ -39,7 +38,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 if __name__ == "__main__":  # run as a script: this checkout's plugin, whichever copy is installed
     sys.path.insert(0, str(REPO))
+from pytest_ondevice.formats.benchline import BenchRecord  # noqa: E402
 from pytest_ondevice.records import history  # noqa: E402
+from pytest_ondevice.records.bench import Measured, as_property  # noqa: E402
 
 GENERATOR = 1  # bump when the suite's shape changes: the cached history is built again
 CASES_PER_BINARY = 10
@@ -236,28 +237,25 @@ def _bench(binary: Binary, name: str, median: float, case: str, sha: str, device
     """An `ondevice_bench` property as items.py writes it (Measured.as_dict and what it adds)."""
     clock_unit, deterministic, *_ = BOARDS[binary.board]
     unit = unit or clock_unit
-    raw = {"name": name, "unit": "ns" if unit == "ns" else "systick", "repeats": 1 if unit == "bytes" else 21,
-           "min": median, "median": median, "max": median, "work": 0 if unit == "bytes" else 4096,
-           "work_unit": "" if unit == "bytes" else "MAC", "overhead": 0, "lower_bound": False}  # fmt: skip
-    spread = 0 if deterministic or unit == "bytes" else round(median * 0.01, 1)
-    record = {
-        "name": name,
-        "board": binary.board,
-        "unit": unit,
-        "median": median,
-        "min": median - spread,
-        "max": median + spread,
-        "repeats": raw["repeats"],
-        "work": raw["work"],
-        "work_unit": raw["work_unit"],
-        "us": median / 1000 if unit == "ns" else None,
-        "deterministic": deterministic or unit == "bytes",
-        "raw": raw,
-        "case": case,
-        "binary_sha256": sha,
-        "device_name": device,
-    }
-    return json.dumps(record)
+    memory = unit == "bytes"
+    raw = BenchRecord(name, "bytes" if memory else "ns" if unit == "ns" else "systick", 1 if memory else 21,
+                      median, median, median, 0 if memory else 4096, "" if memory else "MAC")  # fmt: skip
+    spread = 0 if deterministic or memory else round(median * 0.01, 1)
+    measured = Measured(
+        name=name,
+        board=binary.board,
+        unit=unit,
+        median=median,
+        min=median - spread,
+        max=median + spread,
+        repeats=raw.repeats,
+        work=raw.work,
+        work_unit=raw.work_unit,
+        us=median / 1000 if unit == "ns" else None,
+        deterministic=deterministic or memory,
+        raw=raw,
+    )
+    return as_property({**measured.as_dict(), "case": case, "binary_sha256": sha, "device_name": device})
 
 
 def gathered(reports: list[Report]) -> history.Reports:

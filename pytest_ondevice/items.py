@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from .formats.devlog import describe_end
 from .formats.discover import Case
 from .formats.failure import CaseFailureRepr, SourceSearch, located
 from .formats.protocol import Outcome, Verdict
-from .records.bench import BenchRecordError, compare, measure
+from .records.bench import BenchRecordError, as_property, compare, measure
 from .records.bench import key as bench_key
 from .runner import OnDeviceSession
 
@@ -317,8 +316,7 @@ class OnDeviceItem(DeviceVerdictItem):
                     data["verdict"], failure = compare(data, base, baseline[1])
                     if failure:
                         regressions.append(failure)
-            # JUnit XML shows it as is: no spaces (a property per case, escaped there)
-            self.user_properties.append(("ondevice_bench", json.dumps(data, separators=(",", ":"))))
+            self.user_properties.append(("ondevice_bench", as_property(data)))
             if record.name == RSS_NAME:
                 self.user_properties.append(("ondevice_peak_rss_bytes", str(record.median)))
             elif record.unit == "bytes":  # the stack high-water, plainly, for a CI that reads JUnit

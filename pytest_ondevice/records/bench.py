@@ -9,6 +9,7 @@ SysTick or DWT count CPU cycles at `clock_hz`. Figures on a virtual clock repeat
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
@@ -52,6 +53,12 @@ class Measured:
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["raw"] = {f.name: getattr(self.raw, f.name) for f in fields(self.raw)}
         return data
+
+
+def as_property(data: dict) -> str:
+    """A record as the `ondevice_bench` property carries it (JUnit XML shows it as is, one
+    per case, escaped there: no spaces)."""
+    return json.dumps(data, separators=(",", ":"))
 
 
 def measure(record: BenchRecord, board: Board, clock: Clock) -> Measured:
