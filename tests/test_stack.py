@@ -13,6 +13,10 @@ import xml.etree.ElementTree as ET
 import pytest
 from conftest import case_outcomes
 
+from pytest_ondevice.config.board import BoardRegistry
+from pytest_ondevice.formats.benchline import stack_record
+from pytest_ondevice.records.bench import measure, memory_lines
+
 KNOWN = """
 #include "micro_test.h"
 __attribute__((noinline)) static int uses(int seed) {{
@@ -180,6 +184,19 @@ def test_a_cases_junit_entry_carries_its_stack_figure_once(project):
     assert record["median"] == junit_stack(junit)["Leaf"] and record["unit"] == "bytes"
     size = sum(len(ET.tostring(p)) for p in case.iter("property"))
     assert size < 900, ET.tostring(case)
+
+
+def test_a_stack_deeper_than_the_painted_region_is_shown_as_at_least_its_figure():
+    """A hosted run paints a bounded region: a case that used all of it is reported as
+    ">= N", through the record every case carries (JUnit, the history, the summary)."""
+    board = BoardRegistry().get("host")
+    clock = board.clock_for(board.transport)
+    rows = [
+        {**measure(stack_record(case, used, beyond), board, clock).as_dict(), "case": case}
+        for case, used, beyond in (("Deep", 65536, True), ("Shallow", 96, False))
+    ]
+    assert rows[0]["lower_bound"] is True and "lower_bound" not in rows[1]
+    assert memory_lines(rows, {"host": None})[1:] == ["  Deep     >= 65 536 bytes", "  Shallow  96 bytes"]
 
 
 def test_disabled_it_prints_nothing(project):

@@ -48,8 +48,11 @@ class Measured:
         A memory figure (bytes) is read as the device printed it: no raw copy, no work or
         time. Every case has one (its stack high-water), in JUnit XML and the history: with
         the copy, a 10,000-case run's JUnit file was 13.0 MB, without it 8.5 MB."""
-        if self.unit == MEMORY_UNIT:
-            return {f: getattr(self, f) for f in MEMORY_FIELDS}
+        if self.unit == MEMORY_UNIT:  # lower_bound, only when true: at least this (past the painted region)
+            data = {f: getattr(self, f) for f in MEMORY_FIELDS}
+            if self.raw.lower_bound:
+                data["lower_bound"] = True
+            return data
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["raw"] = {f.name: getattr(self.raw, f.name) for f in fields(self.raw)}
         return data
@@ -149,7 +152,7 @@ def memory_lines(rows: list[dict], stacks: dict[str, int | None], every: bool = 
         shown = mine if every else mine[:MEMORY_SHOWN]
         width = max(len(r.get("case", "")) for r in shown)
         for r in shown:
-            at_least = ">= " if r.get("raw", {}).get("lower_bound") else ""
+            at_least = ">= " if r.get("lower_bound") else ""
             verdict = f"  {r['verdict']}" if r.get("verdict") else ""
             lines.append(f"  {r.get('case', ''):<{width}}  {at_least}{_num(r['median'])} bytes{verdict}")
         if len(mine) > len(shown):
