@@ -38,7 +38,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 if __name__ == "__main__":  # run as a script: this checkout's plugin, whichever copy is installed
     sys.path.insert(0, str(REPO))
-from pytest_ondevice.formats.benchline import BenchRecord  # noqa: E402
+from pytest_ondevice.formats.benchline import MEMORY_UNIT, BenchRecord  # noqa: E402
 from pytest_ondevice.records import history  # noqa: E402
 from pytest_ondevice.records.bench import Measured, as_property  # noqa: E402
 
@@ -209,12 +209,12 @@ def night(s: Suite, n: int) -> tuple[history.Run, list[Report]]:
                 props.append(("ondevice_bench", _bench(binary, binary.kernel, round(median, 1), case, sha, device)))
             if binary.harness == "micro" and not failed:
                 used = binary.stacks[c]
-                props.append(("ondevice_bench", _bench(binary, f"stack:{case}", used, case, sha, device, "bytes")))
+                props.append(("ondevice_bench", _bench(binary, f"stack:{case}", used, case, sha, device, MEMORY_UNIT)))
                 props.append(("ondevice_stack_bytes", str(used)))
             if c == 0 and binary.harness == "gtest":
                 rss = binary.rss + rnd.randrange(0, 1 << 16)
                 rss_name = f"peak_rss:{binary.source}"
-                props.append(("ondevice_bench", _bench(binary, rss_name, rss, case, sha, device, "bytes")))
+                props.append(("ondevice_bench", _bench(binary, rss_name, rss, case, sha, device, MEMORY_UNIT)))
                 props.append(("ondevice_peak_rss_bytes", str(rss)))
             text = _failure(binary, case, rnd) if failed else ""
             reports.append(Report(nodeid, "call", "failed" if failed else "passed", duration, props, text))
@@ -237,8 +237,8 @@ def _bench(binary: Binary, name: str, median: float, case: str, sha: str, device
     """An `ondevice_bench` property as items.py writes it (Measured.as_dict and what it adds)."""
     clock_unit, deterministic, *_ = BOARDS[binary.board]
     unit = unit or clock_unit
-    memory = unit == "bytes"
-    raw = BenchRecord(name, "bytes" if memory else "ns" if unit == "ns" else "systick", 1 if memory else 21,
+    memory = unit == MEMORY_UNIT
+    raw = BenchRecord(name, MEMORY_UNIT if memory else "ns" if unit == "ns" else "systick", 1 if memory else 21,
                       median, median, median, 0 if memory else 4096, "" if memory else "MAC")  # fmt: skip
     spread = 0 if deterministic or memory else round(median * 0.01, 1)
     measured = Measured(

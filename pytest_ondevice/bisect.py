@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .build.store import pid_alive
+from .formats.benchline import MEMORY_UNIT
 
 GOOD, BAD, SKIP = "good", "bad", "skip"
 EXIT = {GOOD: 0, BAD: 1, SKIP: 125}
@@ -478,7 +479,7 @@ def suspects(history_path: Path, threshold: float) -> tuple[int, list[Suspect]]:
         out.append(Suspect(r.nodeid, r.board, None, previous.git_rev or "", last.git_rev or "",
                            (r.message or "")[:200], 0, flaky))  # fmt: skip
     for b in found.benches:
-        previous = previous_of.get(b.board) if b.run_id == last.id and b.unit != "bytes" else None
+        previous = previous_of.get(b.board) if b.run_id == last.id and b.unit != MEMORY_UNIT else None
         if previous is None:
             continue
         old = benches.get((previous.id, b.nodeid, b.name))

@@ -15,7 +15,7 @@ from .binaries import BinaryResult, BinarySpec
 from .config.keys import BASELINE_KEY, BUILT, CUDA_SUFFIX, SESSION_KEY, selected_boards
 from .config.schema import ConfigError
 from .formats import Format, FormatError
-from .formats.benchline import RSS_NAME
+from .formats.benchline import MEMORY_UNIT, RSS_NAME
 from .formats.devlog import describe_end
 from .formats.discover import Case
 from .formats.failure import CaseFailureRepr, SourceSearch, located
@@ -319,7 +319,7 @@ class OnDeviceItem(DeviceVerdictItem):
             self.user_properties.append(("ondevice_bench", as_property(data)))
             if record.name == RSS_NAME:
                 self.user_properties.append(("ondevice_peak_rss_bytes", str(record.median)))
-            elif record.unit == "bytes":  # the stack high-water, plainly, for a CI that reads JUnit
+            elif record.unit == MEMORY_UNIT:  # the stack high-water, plainly, for a CI that reads JUnit
                 self.user_properties.append(("ondevice_stack_bytes", str(record.median)))
         return regressions
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from pytest_ondevice.cli import main
+from pytest_ondevice.formats.benchline import MEMORY_UNIT
 from pytest_ondevice.records import history, report
 
 REPO = Path(__file__).resolve().parent.parent
@@ -80,8 +81,8 @@ def test_the_page_lists_at_most_its_row_limit_per_table_and_counts_the_rest(farm
     monkeypatch.setattr(report, "MAX_PANELS", 2)  # the charts' bound is theirs; drawing fewer is quicker
     found = history.load(farm, records=False)
     every = report.series(found)
-    latency = [s for s in every if s.unit != report.STACK_UNIT]
-    stacks = [s for s in every if s.unit == report.STACK_UNIT]
+    latency = [s for s in every if s.unit != MEMORY_UNIT]
+    stacks = [s for s in every if s.unit == MEMORY_UNIT]
     lists = {
         "new-failures": (report.new_failures(found), "new failures"),
         "slow-kernels": (report.slow_kernels(latency, found, 5.0), "slower kernels"),

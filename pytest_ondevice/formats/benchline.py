@@ -51,6 +51,7 @@ def parse_record(body: str) -> BenchRecord:
 
 
 STACK_PREFIX = "stack:"
+MEMORY_UNIT = "bytes"  # a memory figure's (stack high-water, peak RSS): read as printed
 
 
 def stack_record(case: str, used: int, beyond: bool = False) -> BenchRecord:
@@ -58,7 +59,7 @@ def stack_record(case: str, used: int, beyond: bool = False) -> BenchRecord:
     history and baseline): `stack:CASE`, in bytes; beyond: at least that (a hosted run
     paints a bounded region)."""
     return BenchRecord(
-        name=f"{STACK_PREFIX}{case}", unit="bytes", repeats=1, min=used, median=used, max=used, lower_bound=beyond
+        name=f"{STACK_PREFIX}{case}", unit=MEMORY_UNIT, repeats=1, min=used, median=used, max=used, lower_bound=beyond
     )
 
 
@@ -67,4 +68,4 @@ RSS_NAME = "peak_rss"
 
 def rss_record(used: int) -> BenchRecord:
     """A hosted binary's peak resident memory (its first case carries it), in bytes."""
-    return BenchRecord(name=RSS_NAME, unit="bytes", repeats=1, min=used, median=used, max=used)
+    return BenchRecord(name=RSS_NAME, unit=MEMORY_UNIT, repeats=1, min=used, median=used, max=used)

@@ -13,14 +13,13 @@ import json
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
-from ..formats.benchline import BenchRecord, BenchRecordError
+from ..formats.benchline import MEMORY_UNIT, BenchRecord, BenchRecordError
 
 if TYPE_CHECKING:
     from ..config.board import Board
     from ..transports.contract import Clock
 
 
-MEMORY_UNIT = "bytes"
 MEMORY_FIELDS = ("name", "board", "unit", "median", "min", "max", "repeats", "deterministic")
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from ..build import toolchain
 from ..config.options import registry
-from ..formats.benchline import RSS_NAME, STACK_PREFIX
+from ..formats.benchline import MEMORY_UNIT, RSS_NAME, STACK_PREFIX
 from . import bench
 
 
@@ -52,7 +52,7 @@ class BenchReport:
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if not self.rows:
             return
-        latency = [r for r in self.rows if r["unit"] != "bytes"]
+        latency = [r for r in self.rows if r["unit"] != MEMORY_UNIT]
         stack = [r for r in self.rows if r["name"].startswith(STACK_PREFIX)]
         rss = [r for r in self.rows if r["name"].startswith(RSS_NAME + ":")]
         if latency:

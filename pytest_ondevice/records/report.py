@@ -20,6 +20,7 @@ from itertools import groupby
 from operator import itemgetter
 from pathlib import Path
 
+from ..formats.benchline import MEMORY_UNIT
 from .history import Bench, Coverage, History, Result, Run, without_worker_header
 
 DEFAULT_LAST = 30  # runs in the window the charts and tables look at
@@ -61,9 +62,6 @@ class Series:
         """The latest run against the reference, in %."""
         ref = self.reference
         return (self.latest - ref) / ref * 100 if ref else None
-
-
-STACK_UNIT = "bytes"  # a stack high-water record's (formats/benchline.stack_record)
 
 
 def series(history: History) -> list[Series]:
@@ -830,8 +828,8 @@ def render(history: History, threshold: float = 5.0, last: int = DEFAULT_LAST, r
     """The whole page as one string (threshold in %; rows: of each table at most, 0 for all)."""
     plt = _pyplot()
     every = series(history)
-    all_series = [s for s in every if s.unit != STACK_UNIT]
-    stacks = [s for s in every if s.unit == STACK_UNIT]
+    all_series = [s for s in every if s.unit != MEMORY_UNIT]
+    stacks = [s for s in every if s.unit == MEMORY_UNIT]
     slow = slow_kernels(all_series, history, threshold)
     stats = devices(history)
     body = [
