@@ -419,6 +419,8 @@ def test_a_board_of_a_remote_transport_still_runs_ahead():
 
     assert transports.runs_ahead({"name": "ssh"}) and transports.runs_ahead({"name": "qemu-user"})
     assert not transports.runs_ahead({"name": "local"})
+    # a local loader with a device's console: the device's time is worth overlapping
+    assert transports.runs_ahead({"name": "local", "console": "uart"})
 
 
 def test_timeout_from_ini_and_per_file_override(project):
