@@ -36,6 +36,7 @@ APT_PACKAGES=(
   gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross
   gcc-arm-linux-gnueabihf g++-arm-linux-gnueabihf libc6-dev-armhf-cross
   openssh-server openssh-client         # the SSH transport's tests run a real sshd
+  fish                                  # a device account whose login shell is fish (the SSH tests)
   adb                                   # the ADB transport's tests run the real adb server
   pkgconf                               # pkg_config in ondevice.toml, per board
   libgtest-dev libcpputest-dev          # GoogleTest and CppUTest sources on the host board
