@@ -25,6 +25,7 @@ from .farm import labgrid_places
 from .farm.fleet import Fleet
 from .farm.lease import identity
 from .items import FOUND_AT_RUN, DeviceInfrastructureError, OnDeviceFile, RustFile
+from .quietphases import QUIET_PHASES_KEY, phase_callers
 from .records.benchreport import BenchReport, load_baseline
 from .reruns import RerunSummary
 from .runner import OnDeviceSession
@@ -345,6 +346,10 @@ class OnDevicePlugin:
         keep = [i for i in items if i.get_closest_marker("bench") is not None]
         config.hook.pytest_deselected(items=[i for i in items if i.get_closest_marker("bench") is None])
         items[:] = keep
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> None:
+        session.config.stash[QUIET_PHASES_KEY] = phase_callers(session.config)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None):

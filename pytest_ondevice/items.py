@@ -20,6 +20,7 @@ from .formats.devlog import describe_end
 from .formats.discover import Case
 from .formats.failure import CaseFailureRepr, SourceSearch, located
 from .formats.protocol import Outcome, Verdict
+from .quietphases import QUIET_PHASES_KEY, QuietPhases
 from .records.bench import BenchRecordError, as_property, compare, measure
 from .records.bench import key as bench_key
 from .runner import OnDeviceSession
@@ -237,6 +238,19 @@ class OnDeviceItem(DeviceVerdictItem):
         self.add_marker("ondevice")
         self.user_properties.append(("board", spec.board.name))
         self._result: BinaryResult | None = None
+        self._quiet: QuietPhases | None = None
+
+    @property
+    def ihook(self):
+        """Once the binary's result is in hand, the phases go without capture (quietphases)."""
+        if self._quiet is not None:
+            return self._quiet
+        hooks = super().ihook
+        callers = self.config.stash.get(QUIET_PHASES_KEY, None)
+        if callers is not None and _session(self).has_result(self.spec):
+            self._quiet = QuietPhases(hooks, callers)
+            return self._quiet
+        return hooks
 
     def setup(self) -> None:
         session = _session(self)

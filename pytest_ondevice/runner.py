@@ -207,6 +207,11 @@ class OnDeviceSession:
         pool = self._pool("run", spec.board, slots)
         return self._started(self._runs, spec.key, lambda: pool.submit(self._build_and_run, spec))
 
+    def has_result(self, spec: BinarySpec) -> bool:
+        """Whether the binary's result is in hand: asking for it will not wait, nor run anything."""
+        fut = self._runs.get(spec.key)
+        return fut is not None and fut.done()
+
     def result(self, spec: BinarySpec) -> tuple[BinaryResult, bool]:
         """The binary's result, and whether this is its first consumer (who reports extras)."""
         if spec.key in self._runs:
