@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import strictmodes
-from .digestmemo import DigestMemo
 
 LAYOUT = "v2"  # bump when the meaning of a key or a manifest changes
 MANIFEST_RESULTS = 16  # input sets remembered per manifest (ccache keeps a few too)
@@ -42,7 +41,7 @@ SHARED_ENV = "ONDEVICE_CACHE_SHARED"  # like the ini's ondevice_cache_shared, fo
 _KILL_ENV = "ONDEVICE_TEST_KILL_AT"  # tests: die with SIGKILL at this write point
 # every point where a build writes something a later run reads, in the order they happen
 WRITE_POINTS = ("artifact-built", "meta-written", "entry-renamed", "manifest-written", "link-published")
-_SUBDIRS = ("entries", "manifests", "locks", "tmp", "holds", "digests")
+_SUBDIRS = ("entries", "manifests", "locks", "tmp", "holds")
 _KEY = re.compile(r"[0-9a-f]{64}")
 
 
@@ -181,7 +180,6 @@ class Store:
             probe.unlink()
         except OSError as e:
             raise unusable(root, e) from None
-        self._memo = DigestMemo(self.base / "digests" / str(os.geteuid()))
         self.sweep()
 
     # -- trust ------------------------------------------------------------------
@@ -520,21 +518,16 @@ class Store:
 
     # -- digests ----------------------------------------------------------------
     def digest(self, path: Path) -> str:
-        """sha256 of a file, computed once per content this session (keyed by inode and
-        times), and not again in later sessions while the file is as it was (digestmemo)."""
+        """sha256 of a file, computed once per content this session (keyed by inode and times)."""
         st = os.stat(path)
         memo = (str(path), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         value = self._digests.get(memo)
         if value is None:
-            value = self._memo.get(st)
-            if value is None:
-                h = hashlib.sha256()
-                with open(path, "rb") as f:
-                    for block in iter(lambda: f.read(1 << 20), b""):
-                        h.update(block)
-                value = h.hexdigest()
-                self._memo.learn(st, value)
-            self._digests[memo] = value
+            h = hashlib.sha256()
+            with open(path, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    h.update(block)
+            value = self._digests[memo] = h.hexdigest()
         return value
 
     # -- housekeeping ---------------------------------------------------------
@@ -566,7 +559,6 @@ class Store:
             staged, self._staging = self._staging, []
         for path in staged:
             _remove(path)
-        self._memo.save()
         with contextlib.suppress(OSError, CacheError):
             self._add_to_totals()
             if max_size is not None and self.stats.misses:
