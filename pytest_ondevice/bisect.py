@@ -366,14 +366,42 @@ def _limit(above: str, baseline: float | None, metric: str | None) -> float:
 
 def _stop(proc: subprocess.Popen) -> None:
     """Interrupted (Ctrl-C, SIGTERM, a broken pipe): the search and its step's pytest are told
-    as Ctrl-C tells them, given time to end their run, then ended as a group."""
+    as Ctrl-C tells them, given time to end their run, then ended as a group. git exits at
+    once: the wait is for the whole group, or the step's pytest was killed while it released
+    its leases and removed its run dir."""
     with contextlib.suppress(OSError):
         os.killpg(proc.pid, signal.SIGINT)
+    deadline = time.monotonic() + PYTEST_GRACE + 5
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=PYTEST_GRACE + 5)
+    while _group_running(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
     with contextlib.suppress(OSError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+
+
+def _group_running(pgid: int) -> bool:
+    """Whether a process of the group is still running (a zombie waiting for its parent is not)."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:  # no /proc: any member, zombie or not
+        try:
+            os.killpg(pgid, 0)
+        except OSError:
+            return False
+        return True
+    for pid in entries:
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                state, _ppid, group = f.read().rpartition(")")[2].split()[:3]
+        except (OSError, ValueError):
+            continue
+        if int(group) == pgid and state != "Z":
+            return True
+    return False
 
 
 def _clean(top: Path, work: Path) -> None:

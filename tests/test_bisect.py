@@ -18,6 +18,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from conftest import private_tmpdir
 
 NEEDS_QEMU = pytest.mark.skipif(shutil.which("qemu-system-arm") is None, reason="needs qemu-system-arm")
 
@@ -126,8 +127,21 @@ def test_a_second_bisect_on_the_same_repository_is_refused(repo):
     assert f"another pytest-ondevice bisect (pid {os.getpid()}) is running on this repository" in result.stderr
 
 
-def test_ctrl_c_mid_step_leaves_no_worktree_no_bisect_state_and_the_tree_as_it_was(repo):
+def slow_to_clean_up(where: Path) -> dict:
+    """The environment of a bisection whose steps' pytest takes a second to end its run
+    after Ctrl-C (as one with leases to release does), its run dir under where/.tmp."""
+    (where / "slow_unconfigure.py").write_text(
+        "import time, pytest\n\n@pytest.hookimpl(tryfirst=True)\ndef pytest_unconfigure(config):\n    time.sleep(1)\n"
+    )
+    env = private_tmpdir(where)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(where), env.get("PYTHONPATH", "")) if p)
+    env["PYTEST_ADDOPTS"] = "-p slow_unconfigure"
+    return env
+
+
+def test_ctrl_c_mid_step_leaves_no_worktree_no_bisect_state_and_the_tree_as_it_was(repo, tmp_path):
     before = state(repo.path)
+    env = slow_to_clean_up(tmp_path)
     cli = [sys.executable, "-c", "import sys; from pytest_ondevice.cli import main; sys.exit(main())", "bisect"]
     args = ["--good", repo.commits[1], "--board=host", "scale_test.c::ScalesByTwo"]
     proc = subprocess.Popen(
@@ -137,6 +151,7 @@ def test_ctrl_c_mid_step_leaves_no_worktree_no_bisect_state_and_the_tree_as_it_w
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,
+        env=env,
     )
     seen = ""
     deadline = time.monotonic() + 120
@@ -153,6 +168,7 @@ def test_ctrl_c_mid_step_leaves_no_worktree_no_bisect_state_and_the_tree_as_it_w
     common = Path(repo.path, git(repo.path, "rev-parse", "--git-common-dir").strip())
     assert not (common / "ondevice-bisect.lock").exists()
     assert not any((common / "ondevice-bisect").glob("*")) if (common / "ondevice-bisect").exists() else True
+    assert not list(Path(env["TMPDIR"]).glob("ondevice-run-*")), "the step's pytest was killed before its clean-up"
 
 
 @pytest.mark.slow
@@ -254,11 +270,14 @@ def test_a_project_in_a_subdirectory_of_the_repository_is_bisected_from_there(tm
     assert "is not good: failed: ScalesByTwo[host]" in result.stderr, result.stderr
 
 
-def test_sigterm_mid_step_cleans_up_as_ctrl_c_does(repo):
+def test_sigterm_mid_step_cleans_up_as_ctrl_c_does(repo, tmp_path):
     before = state(repo.path)
+    env = slow_to_clean_up(tmp_path)
     cli = [sys.executable, "-c", "import sys; from pytest_ondevice.cli import main; sys.exit(main())", "bisect"]
     args = ["--good", repo.commits[1], "--board=host", "scale_test.c::ScalesByTwo"]
-    proc = subprocess.Popen([*cli, *args], cwd=repo.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [*cli, *args], cwd=repo.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    )
     seen = ""
     deadline = time.monotonic() + 120
     assert proc.stdout is not None
@@ -278,6 +297,7 @@ def test_sigterm_mid_step_cleans_up_as_ctrl_c_does(repo):
             if os.readlink(f"/proc/{pid}/cwd").startswith(str(repo.path)):
                 ours.append(pid)
     assert ours == [], "a step went on after the bisect ended"
+    assert not list(Path(env["TMPDIR"]).glob("ondevice-run-*")), "the step's pytest was killed before its clean-up"
 
 
 def test_a_history_of_one_run_per_board_is_read_board_by_board(tmp_path):
