@@ -238,19 +238,19 @@ class OnDeviceItem(DeviceVerdictItem):
         self.add_marker("ondevice")
         self.user_properties.append(("board", spec.board.name))
         self._result: BinaryResult | None = None
-        self._quiet: QuietPhases | None = None
+        self._quiet: QuietPhases | bool | None = None  # None: not decided yet
 
     @property
     def ihook(self):
-        """Once the binary's result is in hand, the phases go without capture (quietphases)."""
-        if self._quiet is not None:
-            return self._quiet
-        hooks = super().ihook
-        callers = self.config.stash.get(QUIET_PHASES_KEY, None)
-        if callers is not None and _session(self).has_result(self.spec):
-            self._quiet = QuietPhases(hooks, callers)
-            return self._quiet
-        return hooks
+        """A case whose binary's result is in hand when its protocol starts goes without
+        capture in all its phases (quietphases); one whose setup runs the binary keeps it in
+        all three, so pytest's capture and log plugins find what their setup left."""
+        if self._quiet is None:
+            callers = self.config.stash.get(QUIET_PHASES_KEY, None)
+            if callers is None:  # collecting, or another plugin hooks the phases
+                return super().ihook
+            self._quiet = _session(self).has_result(self.spec) and QuietPhases(super().ihook, callers)
+        return self._quiet or super().ihook
 
     def setup(self) -> None:
         session = _session(self)

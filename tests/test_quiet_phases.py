@@ -40,7 +40,8 @@ def test_only_the_phase_that_runs_the_binary_is_captured(project, captured_phase
     result = project.run("-v")
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["*three_test.c::Second[[]host[]] FAILED*", "*(2 vs 3)*"])
-    assert captured_phases == ["First[host]:setup"]  # the host binary ran in First's setup
+    # the host binary ran in First's setup: its three phases are captured, and no other
+    assert captured_phases == ["First[host]:setup", "First[host]:call", "First[host]:teardown"]
 
 
 def test_a_conftest_hooked_into_the_phases_is_captured_in_every_case(project, captured_phases):
