@@ -24,7 +24,7 @@ from .farm import fleet as fleet_mod
 from .farm import labgrid_places
 from .farm.fleet import Fleet
 from .farm.lease import identity
-from .items import FOUND_AT_RUN, DeviceInfrastructureError, OnDeviceFile, RustFile
+from .items import FOUND_AT_RUN, DeviceInfrastructureError, OnDeviceFile, OnDeviceItem, RustFile
 from .quietphases import QUIET_PHASES_KEY, phase_callers
 from .records.benchreport import BenchReport, load_baseline
 from .reruns import RerunSummary
@@ -355,6 +355,8 @@ class OnDevicePlugin:
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None):
         """After an item, the items its binary's run showed beyond the collected cases. An
         xdist worker may report only the item it was given: the controller reports them."""
+        if isinstance(item, OnDeviceItem):
+            item.decide_phases(nextitem)
         result = yield
         config = item.config
         for found in item.stash.get(FOUND_AT_RUN, ()):

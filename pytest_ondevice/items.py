@@ -20,7 +20,7 @@ from .formats.devlog import describe_end
 from .formats.discover import Case
 from .formats.failure import CaseFailureRepr, SourceSearch, located
 from .formats.protocol import Outcome, Verdict
-from .quietphases import QUIET_PHASES_KEY, QuietPhases
+from .quietphases import QUIET_PHASES_KEY, QuietPhases, quiet_case
 from .records.bench import BenchRecordError, as_property, compare, measure
 from .records.bench import key as bench_key
 from .runner import OnDeviceSession
@@ -238,19 +238,19 @@ class OnDeviceItem(DeviceVerdictItem):
         self.add_marker("ondevice")
         self.user_properties.append(("board", spec.board.name))
         self._result: BinaryResult | None = None
-        self._quiet: QuietPhases | bool | None = None  # None: not decided yet
+        self._quiet: QuietPhases | None = None
 
     @property
     def ihook(self):
-        """A case whose binary's result is in hand when its protocol starts goes without
-        capture in all its phases (quietphases); one whose setup runs the binary keeps it in
-        all three, so pytest's capture and log plugins find what their setup left."""
-        if self._quiet is None:
-            callers = self.config.stash.get(QUIET_PHASES_KEY, None)
-            if callers is None:  # collecting, or another plugin hooks the phases
-                return super().ihook
-            self._quiet = _session(self).has_result(self.spec) and QuietPhases(super().ihook, callers)
+        """The quiet phases' hooks for a case going without capture (quietphases)."""
         return self._quiet or super().ihook
+
+    def decide_phases(self, nextitem: pytest.Item | None) -> None:
+        """At the start of its protocol: quiet, or pytest's capture in all three phases (its
+        log plugin drops in teardown what its setup left on the item)."""
+        self._quiet = None
+        if quiet_case(self, nextitem, _session(self).has_result(self.spec)):
+            self._quiet = QuietPhases(super().ihook, self.config.stash[QUIET_PHASES_KEY])
 
     def setup(self) -> None:
         session = _session(self)

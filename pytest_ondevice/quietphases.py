@@ -1,8 +1,13 @@
 """A case whose binary has already run reads its verdict in each phase and runs nothing
 that could print or log; pytest's capture and log handlers around its phases cost a tenth
 of a case (a 10,000-case host run: 1.3 s of 14). Such a case's phases run without them,
-through pytest's own protocol, unless some plugin or conftest other than pytest's own
-hooks the phases: its code is then captured as usual."""
+through pytest's own protocol, when nothing but the case itself is set up or torn down
+in them: its file is set up already and the next item is in the same file (the last case
+of a file may run a session fixture's teardown or a package's teardown_module). Never
+when another plugin or a conftest hooks the phases, nor under --pdb, --trace,
+--setup-show or --setup-only (the debugger and the fixture printer turn capture back on
+for the phase they expect to be in), nor with -x, --maxfail or --stepwise (a failure
+tears everything down in the failing case's teardown)."""
 
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ BUILTIN_PHASE_PLUGINS = frozenset(
 QUIET = ("capturemanager", "logging-plugin")  # what a settled case's phases go without
 PHASES = ("pytest_runtest_setup", "pytest_runtest_call", "pytest_runtest_teardown")
 QUIET_PHASES_KEY = pytest.StashKey["dict[str, Any] | None"]()
+LOUD_OPTIONS = ("usepdb", "trace", "setupshow", "setuponly", "stepwise")
 
 
 def phase_callers(config: pytest.Config) -> dict[str, Any] | None:
@@ -29,6 +35,18 @@ def phase_callers(config: pytest.Config) -> dict[str, Any] | None:
                 return None
     quiet = [plugin for plugin in map(pm.get_plugin, QUIET) if plugin is not None]
     return {name: pm.subset_hook_caller(name, quiet) for name in PHASES}
+
+
+def quiet_case(item: pytest.Item, nextitem: pytest.Item | None, verdict_in_hand: bool) -> bool:
+    """Whether item's phases may go without capture (see the module's docstring)."""
+    config = item.config
+    if not verdict_in_hand or config.stash.get(QUIET_PHASES_KEY, None) is None:
+        return False
+    if config.getoption("maxfail", 0) or any(config.getoption(name, False) for name in LOUD_OPTIONS):
+        return False
+    if nextitem is None or nextitem.parent is not item.parent:
+        return False
+    return item.parent in item.session._setupstate.stack
 
 
 class QuietPhases:

@@ -8,12 +8,13 @@ import contextlib
 import pytest
 from _pytest.capture import CaptureManager
 
-THREE_CASES = """
+FOUR_CASES = """
     #include "micro_test.h"
     TF_LITE_MICRO_TESTS_BEGIN
     TF_LITE_MICRO_TEST(First) { TF_LITE_MICRO_EXPECT_EQ(1, 1); }
     TF_LITE_MICRO_TEST(Second) { TF_LITE_MICRO_EXPECT_EQ(2, 3); }
     TF_LITE_MICRO_TEST(Third) { TF_LITE_MICRO_EXPECT_EQ(3, 3); }
+    TF_LITE_MICRO_TEST(Fourth) { TF_LITE_MICRO_EXPECT_EQ(4, 4); }
     TF_LITE_MICRO_TESTS_END
 """
 
@@ -35,17 +36,48 @@ def captured_phases(monkeypatch) -> list[str]:
     return seen
 
 
-def test_only_the_phase_that_runs_the_binary_is_captured(project, captured_phases):
-    project.write("three_test.c", THREE_CASES)
+def test_only_the_cases_that_run_the_binary_or_end_the_file_are_captured(project, captured_phases):
+    project.write("four_test.c", FOUR_CASES)
     result = project.run("-v")
-    result.assert_outcomes(passed=2, failed=1)
-    result.stdout.fnmatch_lines(["*three_test.c::Second[[]host[]] FAILED*", "*(2 vs 3)*"])
-    # the host binary ran in First's setup: its three phases are captured, and no other
-    assert captured_phases == ["First[host]:setup", "First[host]:call", "First[host]:teardown"]
+    result.assert_outcomes(passed=3, failed=1)
+    result.stdout.fnmatch_lines(["*four_test.c::Second[[]host[]] FAILED*", "*(2 vs 3)*"])
+    # First's setup runs the host binary; Fourth's teardown may tear down more than itself
+    phases = ("setup", "call", "teardown")
+    assert captured_phases == [f"{case}[host]:{p}" for case in ("First", "Fourth") for p in phases]
+
+
+def test_with_x_every_case_is_captured(project, captured_phases):
+    project.write("four_test.c", FOUR_CASES)
+    result = project.run("-x")
+    result.assert_outcomes(passed=1, failed=1)
+    assert len(captured_phases) == 6  # a failure tears everything down in the failing case's teardown
+
+
+def test_a_session_fixtures_teardown_in_the_last_case_is_captured(project):
+    project.write("a_test.py", "def test_py(noisy):\n    pass\n")
+    project.write(
+        "conftest.py",
+        """
+        import logging
+        import pytest
+
+        @pytest.fixture(scope="session")
+        def noisy():
+            yield
+            print("noisy torn down")
+            logging.getLogger("noisy").warning("noisy warns at teardown")
+        """,
+    )
+    project.write("z_test.c", FOUR_CASES)
+    result = project.run("-rA")
+    result.assert_outcomes(passed=4, failed=1)
+    result.stdout.fnmatch_lines(
+        ["*Captured stdout teardown*", "noisy torn down", "*Captured log teardown*", "*noisy warns at teardown*"]
+    )
 
 
 def test_a_conftest_hooked_into_the_phases_is_captured_in_every_case(project, captured_phases):
-    project.write("three_test.c", THREE_CASES)
+    project.write("four_test.c", FOUR_CASES)
     project.write(
         "conftest.py",
         """
@@ -54,7 +86,7 @@ def test_a_conftest_hooked_into_the_phases_is_captured_in_every_case(project, ca
         """,
     )
     result = project.run("-rA")
-    result.assert_outcomes(passed=2, failed=1)
-    for case in ("First", "Second", "Third"):
+    result.assert_outcomes(passed=3, failed=1)
+    for case in ("First", "Second", "Third", "Fourth"):
         result.stdout.fnmatch_lines(["*Captured stdout setup*", f"conftest saw {case}[[]host[]]"])
-    assert len(captured_phases) == 9  # three phases of three cases
+    assert len(captured_phases) == 12  # three phases of four cases
