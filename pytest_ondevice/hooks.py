@@ -7,7 +7,6 @@ import fnmatch
 import os
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from .config.options import ini_path, registry
 from .config.schema import ConfigError
 from .config.settings import Settings
 from .farm import fleet as fleet_mod
-from .farm import labgrid_places
+from .farm import labgrid_places, rundir
 from .farm.fleet import Fleet
 from .farm.lease import identity
 from .items import FOUND_AT_RUN, DeviceInfrastructureError, OnDeviceFile, OnDeviceItem, RustFile
@@ -202,11 +201,12 @@ def _run_dir(config: pytest.Config) -> Path:
     given = getattr(config, "workerinput", {}).get("ondevice_run_dir")
     if given:
         return Path(given)
-    run_dir = Path(tempfile.mkdtemp(prefix="ondevice-run-"))
-    config.stash[RUN_DIR_KEY] = run_dir
+    rundir.sweep()  # what sessions killed outright left
+    run_dir = rundir.RunDir()
+    config.stash[RUN_DIR_KEY] = run_dir.path
     # a cleanup, not an unconfigure hook: it runs too when configuring stops at a usage error
-    config.add_cleanup(lambda: shutil.rmtree(run_dir, ignore_errors=True))
-    return run_dir
+    config.add_cleanup(run_dir.remove)
+    return run_dir.path
 
 
 RUN_DIR_KEY = pytest.StashKey[Path]()

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import private_tmpdir
 from pytest_ondevice.transports import InfrastructureError
 
 from pytest_ondevice.farm import lease
@@ -278,3 +279,43 @@ def test_a_coordinator_that_fails_on_release_still_frees_the_lock(tmp_path):
     places.down = True
     held.release()
     assert mine.holders(PLACE) == [] and _leases(tmp_path, OTHER).try_take(PLACE) is not None
+
+
+def test_a_killed_sessions_run_dir_is_removed_by_the_next_session_and_a_live_ones_is_not(project, tmp_path):
+    """SIGKILL leaves a session no chance to remove its run dir; the next one does, and
+    never the run dir of a session still running."""
+    project.write("slow_test.py", "import time\n\ndef test_slow():\n    time.sleep(60)\n")
+    project.write(
+        "quick_test.c",
+        '#include "micro_test.h"\nTF_LITE_MICRO_TESTS_BEGIN\nTF_LITE_MICRO_TEST(Quick) {}\nTF_LITE_MICRO_TESTS_END\n',
+    )
+    env = private_tmpdir(tmp_path)
+    temp = Path(env["TMPDIR"])
+    argv = [sys.executable, "-m", "pytest", "--board=host", "-p", "no:cacheprovider", "-q"]
+
+    def start_slow() -> tuple[subprocess.Popen, Path]:
+        before = set(temp.glob("ondevice-run-*"))
+        proc = subprocess.Popen([*argv, "slow_test.py"], cwd=project.path, env=env, stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            made = set(temp.glob("ondevice-run-*")) - before
+            if made and all((d / ".live").exists() for d in made):
+                return proc, made.pop()
+            time.sleep(0.05)
+        proc.kill()
+        raise AssertionError("the session made no run dir")
+
+    killed, killed_dir = start_slow()
+    killed.kill()
+    killed.wait()
+    assert killed_dir.exists()  # SIGKILL: nothing removed it
+    live, live_dir = start_slow()
+    try:
+        quick = subprocess.run([*argv, "quick_test.c"], cwd=project.path, env=env, capture_output=True, text=True)
+        assert quick.returncode == 0, quick.stdout + quick.stderr
+        assert not killed_dir.exists(), "the killed session's run dir is still there"
+        assert live_dir.exists(), "a running session's run dir was removed"
+    finally:
+        live.kill()
+        live.wait()
+    assert sorted(p.name for p in temp.glob("ondevice-run-*")) == [live_dir.name]  # the quick one removed its own
