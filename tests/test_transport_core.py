@@ -10,7 +10,6 @@ import time
 
 import pytest
 from pytest_ondevice.transports import InfrastructureError
-from pytest_ondevice.transports._proc import RunDirs
 from pytest_ondevice.transports.runloop import ExitLine, drive
 
 # A "flasher" that only loads and starts a program (its output goes to a log file, as a
@@ -336,16 +335,3 @@ def test_local_runs_start_while_another_thread_rewrites_the_environment(monkeypa
         stop.set()
         thread.join()
     assert ends == [0] * 300
-
-
-def test_a_run_directory_is_handed_on_only_when_its_run_left_it_empty(tmp_path):
-    dirs = RunDirs()
-    first = dirs.make((), tmp_path)
-    dirs.done(first)
-    assert dirs.make((), tmp_path) == first  # emptied: the next run's
-    (first / "left.txt").write_text("x")
-    dirs.done(first)
-    second = dirs.make((), tmp_path)
-    assert second != first and not any(second.iterdir())
-    dirs.close()
-    assert not any(tmp_path.iterdir())

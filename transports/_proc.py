@@ -188,18 +188,13 @@ def run_streaming(
 class RunDirs:
     """Private working directories for local runs (a binary's cwd, holding links to its data
     files), removed at close: never inside the build cache, whose entries are shared by
-    sessions and never written. A run that left its directory empty hands it to the next
-    run without data files (a directory made and removed cost 0.2 ms a binary)."""
+    sessions and never written."""
 
     def __init__(self) -> None:
         self._root: Path | None = None
-        self._empty: list[Path] = []
 
     def make(self, data: Sequence[Path], under: Path | None = None) -> Path:
         """under: the run's own dir (Transport.local_dir), else the machine's temp dir."""
-        if not data:
-            with contextlib.suppress(IndexError):  # another run of the device's may take the last
-                return self._empty.pop()
         if self._root is None:
             self._root = Path(tempfile.mkdtemp(prefix="ondevice-run-", dir=under))
         run_dir = Path(tempfile.mkdtemp(dir=self._root))
@@ -207,17 +202,7 @@ class RunDirs:
             (run_dir / path.name).symlink_to(path.resolve())
         return run_dir
 
-    def done(self, run_dir: Path) -> None:
-        """The run in run_dir ended; reused only if it holds nothing at all."""
-        try:
-            with os.scandir(run_dir) as entries:
-                if next(entries, None) is None:
-                    self._empty.append(run_dir)
-        except OSError:
-            pass
-
     def close(self) -> None:
-        self._empty.clear()
         if self._root is not None:
             shutil.rmtree(self._root, ignore_errors=True)
             self._root = None

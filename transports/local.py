@@ -35,11 +35,7 @@ class LocalTransport(LocalRunFiles, LocalScratch, Transport):
         on_bytes: OnBytes,
         start: Callable[[], None] | None = None,
     ) -> RunEnd:
-        cwd = Path(deployed.cwd or ".")
-        end = run_streaming([deployed.path, *args], timeout, on_bytes, cwd=cwd, stop=self.stop)
-        if deployed.cwd and end.abnormal() is None:  # nothing of a killed run may write there later
-            self._run_dirs.done(cwd)
-        return end
+        return run_streaming([deployed.path, *args], timeout, on_bytes, cwd=Path(deployed.cwd or "."), stop=self.stop)
 
     def spawn(self, deployed: Deployed | None, args: list[str]) -> Interactive:
         return self.spawn_here([deployed.path, *args] if deployed else args)
