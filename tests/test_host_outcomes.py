@@ -589,3 +589,40 @@ def test_binaries_run_with_a_short_switch_interval_and_it_is_restored(project):
     result = project.run("-s")
     result.stdout.fnmatch_lines(["*interval during the run: 0.001*"])
     assert sys.getswitchinterval() == before
+
+
+def test_a_file_a_binary_leaves_in_its_working_directory_is_not_seen_by_the_next(project):
+    """An emptied run directory is handed on to the next binary; one with anything in it never."""
+    project.write(
+        "a_writes_test.c",
+        """
+        #include <stdio.h>
+        #include "micro_test.h"
+        TF_LITE_MICRO_TESTS_BEGIN
+        TF_LITE_MICRO_TEST(LeavesAFile) {
+          FILE *f = fopen("leftover.txt", "w");
+          TF_LITE_MICRO_EXPECT(f != NULL);
+          fclose(f);
+        }
+        TF_LITE_MICRO_TESTS_END
+        """,
+    )
+    for name in ("b_reads_test.c", "c_reads_test.c"):
+        project.write(
+            name,
+            """
+            #include <stdio.h>
+            #include "micro_test.h"
+            TF_LITE_MICRO_TESTS_BEGIN
+            TF_LITE_MICRO_TEST(StartsInAnEmptyDirectory) {
+              TF_LITE_MICRO_EXPECT(fopen("leftover.txt", "r") == NULL);
+              TF_LITE_MICRO_EXPECT(fopen("mine.txt", "r") == NULL);
+              FILE *f = fopen("mine.txt", "w");
+              fclose(f);
+              remove("mine.txt");
+            }
+            TF_LITE_MICRO_TESTS_END
+            """,
+        )
+    result = project.run("-v", "-p", "no:randomly")
+    result.assert_outcomes(passed=3)

@@ -319,3 +319,49 @@ def test_a_killed_sessions_run_dir_is_removed_by_the_next_session_and_a_live_one
         live.kill()
         live.wait()
     assert sorted(p.name for p in temp.glob("ondevice-run-*")) == [live_dir.name]  # the quick one removed its own
+
+
+def test_a_dead_run_dir_is_swept_only_if_it_is_this_machines(tmp_path):
+    from pytest_ondevice.farm import rundir
+
+    def dead(name: str, machine: bytes) -> Path:
+        path = tmp_path / f"{rundir.PREFIX}{name}"
+        path.mkdir()
+        (path / rundir.LIVE).write_bytes(machine)  # nobody holds its lock
+        return path
+
+    ours = dead("ours", rundir.this_machine())
+    theirs = dead("theirs", b"another-host 0000")  # a temp dir shared over NFS: its lock may look free
+    assert rundir.sweep(tmp_path) == 1
+    assert not ours.exists() and theirs.exists()
+
+
+def test_without_flock_a_run_goes_on_and_its_dir_is_never_swept(tmp_path, monkeypatch):
+    from pytest_ondevice.farm import rundir
+
+    monkeypatch.setattr(rundir.tempfile, "tempdir", str(tmp_path))
+
+    def no_locks(fd, op):
+        raise OSError(37, "No locks available")  # ENOLCK: NFS without a lock daemon
+
+    monkeypatch.setattr(rundir.fcntl, "flock", no_locks)
+    run = rundir.RunDir()
+    assert run.path.is_dir() and not any(run.path.iterdir())
+    assert rundir.sweep(tmp_path) == 0
+    run.remove()
+    assert not run.path.exists()
+
+
+def test_a_forked_child_ending_leaves_its_parents_run_dir(tmp_path, monkeypatch):
+    from pytest_ondevice.farm import rundir
+
+    monkeypatch.setattr(rundir.tempfile, "tempdir", str(tmp_path))
+    run = rundir.RunDir()
+    pid = os.fork()
+    if pid == 0:  # what a forked test's child runs at exit: pytest's config clean-up
+        run.remove()
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert (run.path / rundir.LIVE).exists()
+    run.remove()
+    assert not run.path.exists()
