@@ -20,7 +20,7 @@ from .formats.devlog import describe_end
 from .formats.discover import Case
 from .formats.failure import CaseFailureRepr, SourceSearch, located
 from .formats.protocol import Outcome, Verdict
-from .quietphases import QUIET_PHASES_KEY, QuietPhases, quiet_case
+from .quietphases import QuietPhases, quiet_callers
 from .records.bench import BenchRecordError, as_property, compare, measure
 from .records.bench import key as bench_key
 from .runner import OnDeviceSession
@@ -248,9 +248,8 @@ class OnDeviceItem(DeviceVerdictItem):
     def decide_phases(self, nextitem: pytest.Item | None) -> None:
         """At the start of its protocol: quiet, or pytest's capture in all three phases (its
         log plugin drops in teardown what its setup left on the item)."""
-        self._quiet = None
-        if quiet_case(self, nextitem, _session(self).has_result(self.spec)):
-            self._quiet = QuietPhases(super().ihook, self.config.stash[QUIET_PHASES_KEY])
+        callers = quiet_callers(self, nextitem, _session(self).has_result(self.spec))
+        self._quiet = QuietPhases(super().ihook, callers) if callers is not None else None
 
     def setup(self) -> None:
         session = _session(self)

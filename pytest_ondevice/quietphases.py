@@ -37,16 +37,17 @@ def phase_callers(config: pytest.Config) -> dict[str, Any] | None:
     return {name: pm.subset_hook_caller(name, quiet) for name in PHASES}
 
 
-def quiet_case(item: pytest.Item, nextitem: pytest.Item | None, verdict_in_hand: bool) -> bool:
-    """Whether item's phases may go without capture (see the module's docstring)."""
+def quiet_callers(item: pytest.Item, nextitem: pytest.Item | None, verdict_in_hand: bool) -> dict[str, Any] | None:
+    """The phase hooks item's phases may use without capture, or None (see the module's docstring)."""
     config = item.config
-    if not verdict_in_hand or config.stash.get(QUIET_PHASES_KEY, None) is None:
-        return False
+    callers = config.stash.get(QUIET_PHASES_KEY, None)
+    if not verdict_in_hand or callers is None:
+        return None
     if config.getoption("maxfail", 0) or any(config.getoption(name, False) for name in LOUD_OPTIONS):
-        return False
+        return None
     if nextitem is None or nextitem.parent is not item.parent:
-        return False
-    return item.parent in item.session._setupstate.stack
+        return None
+    return callers if item.parent in item.session._setupstate.stack else None
 
 
 class QuietPhases:
