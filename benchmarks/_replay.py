@@ -20,14 +20,16 @@ if MODE == "replay":
     _kept = pickle.loads(FILE.read_bytes())
     runner.OnDeviceSession._build_and_run = lambda self, spec: _kept[str(spec.key)]
     runner.OnDeviceSession._build = lambda self, spec: _kept[str(spec.key)].artifact
+    runner.OnDeviceSession.run_aside = lambda self, specs: None  # handed out here, in pytest's process
 elif MODE == "record":
-    _run = runner.OnDeviceSession._build_and_run
+    _result = runner.OnDeviceSession.result  # where results arrive, from the side process too
 
     def _recorded(self, spec):
-        result = _kept[str(spec.key)] = _run(self, spec)
-        return result
+        result, fresh = _result(self, spec)
+        _kept[str(spec.key)] = result
+        return result, fresh
 
-    runner.OnDeviceSession._build_and_run = _recorded
+    runner.OnDeviceSession.result = _recorded
 
 
 def pytest_unconfigure(config) -> None:

@@ -72,6 +72,7 @@ def activate(config: pytest.Config) -> None:
         test_patterns=tuple(config.getini("ondevice_files").split()),
         log_max=log_max,
         coverage=config.getoption("ondevice_coverage"),
+        side_process=config.getini("ondevice_side_process"),
         no_gpu=config.getoption("ondevice_no_gpu"),
         jobs=config.getoption("build_jobs") or os.cpu_count() or 2,
         fleet=fleet,
@@ -223,6 +224,20 @@ def _say(config: pytest.Config):
     return _live_writer(config)
 
 
+def own_dirs(rootpath: Path, dirs: list[Path | None]) -> frozenset[Path]:
+    """The plugin's own dirs, as given and resolved; never the tree's root or a dir above it
+    (a build dir set to the tree itself must not hide its tests)."""
+    root = rootpath.resolve()
+    found = set()
+    for d in dirs:
+        if d is None:
+            continue
+        real = d.resolve()
+        if real != root and not root.is_relative_to(real):
+            found.update((d, real))
+    return frozenset(found)
+
+
 def _runs_tests_here(config: pytest.Config) -> bool:
     """False for --collect-only, --build-only and an xdist controller (its workers run the tests)."""
     if config.getoption("collectonly") or config.getoption("build_only"):
@@ -308,6 +323,17 @@ class OnDevicePlugin:
         self.workers: list[dict[str, int]] = []  # xdist controller: figures from each worker
         self.objects = BuildStats()  # xdist controller: the objects the workers compiled and reused
         self.nodes_down: list = []
+        self.own_dirs: frozenset[Path] | None = None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_ignore_collect(self, collection_path: Path, config: pytest.Config) -> bool | None:
+        """The build dir and the cache, when they are inside the tree, hold what the plugin
+        made (objects, binaries, logs), never a test: walking them costs collection time
+        that grows with every build (50,000 files for a 1,000-binary suite)."""
+        if self.own_dirs is None:
+            settings = config.stash[SESSION_KEY].settings
+            self.own_dirs = own_dirs(config.rootpath, [settings.build_root, settings.cache_dir])
+        return True if collection_path in self.own_dirs else None
 
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
         session = parent.config.stash.get(SESSION_KEY, None)
@@ -339,6 +365,8 @@ class OnDevicePlugin:
         tr = session.config.pluginmanager.get_plugin("terminalreporter")
         if tr is not None and specs:
             ondevice.wait_for_builds(BuildProgress(tr, ondevice.builder))
+        if ondevice.live is None and _runs_tests_here(session.config):
+            ondevice.run_aside(list(specs.values()))
 
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         if not config.getoption("bench_only", False):
@@ -438,6 +466,9 @@ class OnDevicePlugin:
                 terminalreporter.section("ondevice: not run, and why", sep="-", bold=True)
                 for text in skipped:
                     terminalreporter.write_line(text)
+        note = ondevice.side_note()
+        if note:
+            terminalreporter.write_line(f"ondevice: {note}", yellow=True)
         out = ondevice.devices.quarantine.out()
         if out:
             terminalreporter.section("ondevice quarantine", sep="-", yellow=True, bold=True)

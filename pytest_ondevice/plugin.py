@@ -188,6 +188,13 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
         type="bool",
         default=False,
     )
+    parser.addini(
+        "ondevice_side_process",
+        "run a local board's binaries in a process beside pytest's, which reports meanwhile "
+        "(false: in pytest's own, when each case is reached)",
+        type="bool",
+        default=True,
+    )
     parser.addini("ondevice_log_max", "keep this much of each device log file, head and tail (e.g. 8M)", default="8M")
     for ini, transport in _transport_ini():
         parser.addini(ini, f"an option of the {transport} transport (see its board-file keys)", default="")

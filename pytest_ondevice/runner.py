@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import tempfile
 import threading
 from collections.abc import Callable
@@ -20,7 +21,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any, TypeVar
 
-from . import formats
+from . import formats, sideruns
 from .binaries import BinaryResult, BinarySpec, Rerun
 from .build import compiledout, elf, toolchain
 from .build.builder import Artifact, Builder, BuildError, LinkError
@@ -76,7 +77,9 @@ class OnDeviceSession:
         )
         self._build_pool = ThreadPoolExecutor(max_workers=max(2, settings.jobs * 2))
         self._builds: dict[tuple[str, Path], Future] = {}
-        self._runs: dict[tuple[str, Path], Future] = {}
+        self._runs: dict[tuple[str, Path], Future] = {}  # queued ahead, on a thread or in the side process
+        self._here: dict[tuple[str, Path], Future] = {}  # run when first read
+        self._side: sideruns.SideRuns | None = None
         self._run_pools: dict[tuple[str, str], ThreadPoolExecutor] = {}  # (run|push, board)
         self._consumed: set[tuple[str, Path]] = set()
         self.stopping = threading.Event()  # set at session end: queued and running runs stop
@@ -207,18 +210,69 @@ class OnDeviceSession:
         pool = self._pool("run", spec.board, slots)
         return self._started(self._runs, spec.key, lambda: pool.submit(self._build_and_run, spec))
 
+    def run_aside(self, specs: list[BinarySpec]) -> None:
+        """A local board's runs, in item order, in a forked process of their own (sideruns.py),
+        while pytest reports the cases of those already run. Only once every build is done
+        and nothing runs ahead on a thread: this process then has no thread of ours to lose
+        in the fork. Runs a feature keeps in this process's memory (coverage counts) stay."""
+        specs = [s for s in specs if s.key not in self._runs and not self.devices.runs_ahead(s.board)]
+        if not specs or self._run_pools or self.settings.coverage or not self.settings.side_process:
+            return
+        if self._side is not None or not all(f.done() for f in self._builds.values()):
+            return
+        self._build_pool.shutdown(wait=True)  # its threads end: a fork copies none of them
+        started = sideruns.start(
+            specs, self._build_and_run, self._counters, self._stop_runs, self._new_threads, self._side_counted
+        )
+        self._new_threads()
+        if started is None:  # another thread lives in this process (a plugin's): run here
+            return
+        self._side = started
+        for spec, fut in zip(specs, started.futures, strict=True):
+            self._runs[spec.key] = fut
+
+    def _new_threads(self) -> None:
+        """Pools and locks of this process's own: after the fork, in both processes."""
+        self._build_pool = ThreadPoolExecutor(max_workers=max(2, self.settings.jobs * 2))
+        self.devices.use_pool(self._build_pool)
+        self._lock = threading.Lock()
+
+    def _stop_runs(self) -> None:
+        self.stopping.set()
+        self.devices.stop()
+
+    def _counters(self) -> tuple[int, ...]:
+        """What a run counts that the summary shows: the side process sends each change."""
+        cache = self.builder.store.stats
+        return (self.runs, self.pushed, self.push_skipped, cache.damaged, cache.uncached, cache.untrusted)
+
+    def _side_counted(self, delta: tuple[int, ...]) -> None:
+        with self._lock:
+            cache = self.builder.store.stats
+            self.runs += delta[0]
+            self.pushed += delta[1]
+            self.push_skipped += delta[2]
+            cache.damaged += delta[3]
+            cache.uncached += delta[4]
+            cache.untrusted += delta[5]
+
+    def side_note(self) -> str | None:
+        """Why some binaries ran in pytest's own process after all (the side process ended
+        early): said in the summary, never silent."""
+        return self._side.ended_early() if self._side is not None else None
+
     def has_result(self, spec: BinarySpec) -> bool:
         """Whether the binary's result is in hand: asking for it will not wait, nor run anything."""
         fut = self._runs.get(spec.key)
-        return fut is not None and fut.done()
+        return fut is not None and fut.done() and fut.exception() is None and fut.result() is not sideruns.RUN_HERE
 
     def result(self, spec: BinarySpec) -> tuple[BinaryResult, bool]:
         """The binary's result, and whether this is its first consumer (who reports extras)."""
-        if spec.key in self._runs:
-            result = self._runs[spec.key].result()
-        else:  # not queued ahead (live output, xdist worker): run it here and now
+        fut = self._runs.get(spec.key)
+        result = fut.result() if fut is not None else sideruns.RUN_HERE
+        if result is sideruns.RUN_HERE:  # not queued ahead (live output, xdist worker): run it here and now
             with self._lock:
-                fut = self._runs.setdefault(spec.key, Future())
+                fut = self._here.setdefault(spec.key, Future())
                 owner = not fut.done() and not fut.running() and fut.set_running_or_notify_cancel()
             if owner:
                 try:
@@ -229,6 +283,9 @@ class OnDeviceSession:
         with self._lock:
             fresh = spec.key not in self._consumed
             self._consumed.add(spec.key)
+        if fresh:  # what the side process logged while it ran the binary, in this item's capture
+            for record in getattr(fut, "records", ()):
+                logging.getLogger(record.name).handle(record)
         return result, fresh
 
     def _build_and_run(self, spec: BinarySpec) -> BinaryResult:
@@ -375,6 +432,8 @@ class OnDeviceSession:
         self.stopping.set()
         self.builder.stop()  # compilers still running are killed, none start
         self.devices.stop()  # a run still going (run-ahead, Ctrl-C) ends now
+        if self._side is not None:
+            self._side.stop()  # before the transports close: its run ends, then it exits
         for pool in self._run_pools.values():
             pool.shutdown(wait=True, cancel_futures=True)
         self._build_pool.shutdown(wait=True, cancel_futures=True)

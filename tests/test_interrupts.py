@@ -98,8 +98,12 @@ def _poll(what, deadline: float, step: float = 0.05):
 class Run:
     """A pytest process on the project, stopped by a signal while its device runs."""
 
-    def __init__(self, project, board: str, *args: str, hang: str = HANG_HOST, files: int = 1) -> None:
+    def __init__(
+        self, project, board: str, *args: str, hang: str = HANG_HOST, files: int = 1, group: bool = False
+    ) -> None:
+        """group: pytest leads a process group of its own, which stop() can signal whole."""
         self.dir = project.path
+        self.children: list[int] = []
         for i in range(files):
             project.write(f"hang{i}_test.c", hang)
         self.out = self.dir / "pytest-output.txt"
@@ -111,6 +115,7 @@ class Run:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 preexec_fn=_default_signals,
+                start_new_session=group,
             )
 
     def wait_until_running(self, count: int = 1) -> dict[int, str]:
@@ -118,16 +123,21 @@ class Run:
         if not running:
             self.proc.kill()
             pytest.fail(f"the hanging case never started:\n{self.output()}")
+        self.children = _children(self.proc.pid)  # e.g. the process running the local binaries
         return running
 
-    def stop(self, *signals: str, pid: int | None = None, gap: float = 0.2) -> float:
-        """Send the signals (gap seconds apart); seconds from the first to pytest's exit."""
+    def stop(self, *signals: str, pid: int | None = None, gap: float = 0.2, group: bool = False) -> float:
+        """Send the signals (gap seconds apart), to pytest's whole process group if group;
+        seconds from the first to pytest's exit."""
         started = time.monotonic()
         for i, name in enumerate(signals):
             if i:
                 time.sleep(gap)
             with contextlib.suppress(ProcessLookupError):  # already gone: the first one did it
-                os.kill(pid or self.proc.pid, getattr(signal, name))
+                if group:
+                    os.killpg(self.proc.pid, getattr(signal, name))
+                else:
+                    os.kill(pid or self.proc.pid, getattr(signal, name))
         try:
             self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
@@ -144,6 +154,8 @@ class Run:
         for pid in _ours(self.dir):  # never leave them to the next test
             os.kill(pid, signal.SIGKILL)
         assert leftovers is True, f"left running: {leftovers}\n{output}"
+        children = _poll(lambda: not set(self.children) & set(_processes()), 5.0)
+        assert children is True, f"pytest's children still running: {set(self.children) & set(_processes())}"
         for pid in left_alone:
             assert _poll(lambda p=pid: p not in _processes(), 5.0), f"xdist worker {pid} still running\n{output}"
         assert self.proc.returncode == pytest.ExitCode.INTERRUPTED, output
@@ -164,6 +176,17 @@ def test_a_signal_to_pytest_stops_the_run_and_the_binary(project, name):
     run = Run(project, "host")
     run.wait_until_running()
     took = run.stop(name)
+    run.assert_clean_stop(took)
+    assert _interrupted_summary(run.output()), run.output()
+
+
+@pytest.mark.parametrize("name", SIGNALS)
+def test_a_signal_to_pytests_process_group_stops_the_run_and_the_binary(project, name):
+    """Ctrl-C at a terminal, a closed terminal's SIGHUP, a CI job's SIGTERM: the signal
+    reaches every process of the group, the one running the local binaries too."""
+    run = Run(project, "host", group=True)
+    run.wait_until_running()
+    took = run.stop(name, group=True)
     run.assert_clean_stop(took)
     assert _interrupted_summary(run.output()), run.output()
 

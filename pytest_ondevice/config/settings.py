@@ -40,4 +40,5 @@ class Settings:
     cache_max_size: int | None = None  # trimmed to this at session end
     log_max: int | None = None  # bytes per device log file (head and tail kept; None: the default)
     coverage: bool = False  # --ondevice-coverage: instrumented builds, counts brought back
+    side_process: bool = True  # ondevice_side_process: a local board's binaries run in a process beside pytest
     no_gpu: str = "error"  # --ondevice-no-gpu: a CUDA binary's cases on a device without a GPU

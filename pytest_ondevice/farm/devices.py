@@ -116,6 +116,11 @@ class Devices:
                 fut = self._open[device.name] = self._opener.submit(self._open_transport, device)
             return fut
 
+    def use_pool(self, opener: ThreadPoolExecutor) -> None:
+        """Open transports on this pool from now on (the session's after a fork)."""
+        self._opener = opener
+        self._lock = threading.Lock()
+
     def transport(self, device: Device) -> Transport:
         """One open transport per device per session; a device that could not be reached stays so."""
         return self._opening(device).result()
