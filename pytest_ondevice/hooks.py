@@ -27,7 +27,7 @@ from .items import FOUND_AT_RUN, DeviceInfrastructureError, OnDeviceFile, OnDevi
 from .quietphases import QUIET_PHASES_KEY, phase_callers
 from .records.benchreport import BenchReport, load_baseline
 from .reruns import RerunSummary
-from .runner import OnDeviceSession
+from .runner import OnDeviceSession, coverage_data
 from .skipsummary import skip_lines
 from .transports import InfrastructureError
 
@@ -224,12 +224,18 @@ def _say(config: pytest.Config):
     return _live_writer(config)
 
 
-def own_dirs(rootpath: Path, dirs: list[Path | None]) -> frozenset[Path]:
-    """The plugin's own dirs, as given and resolved; never the tree's root or a dir above it
-    (a build dir set to the tree itself must not hide its tests)."""
+def own_dirs(rootpath: Path, settings: Settings, boards: list[str]) -> frozenset[Path]:
+    """The dirs the plugin makes in its build dir and cache (a board's objects, binaries and
+    logs, the coverage counts, the store's entries, the leases), as given and resolved;
+    never the build or cache dir itself, which may be set to a dir that holds tests, and
+    never the tree's root or a dir above it."""
+    made = [settings.build_root / name for name in boards]
+    made += [coverage_data(settings), settings.build_root / "cache", settings.lease_dir]
+    if settings.cache_dir is not None:
+        made.append(settings.cache_dir / store.LAYOUT)
     root = rootpath.resolve()
     found = set()
-    for d in dirs:
+    for d in made:
         if d is None:
             continue
         real = d.resolve()
@@ -315,6 +321,10 @@ class BuildProgress:
         self.shown = True
 
 
+SCRIPTED_FIXTURES = frozenset({"device", "device_factory"})
+RUN_MAY_NOT_COME = frozenset({"skip", "skipif", "xfail"})  # xfail(run=False) never runs
+
+
 class OnDevicePlugin:
     """The hooks of a session with a board: registered by activate(), so a plain pytest run
     never calls them."""
@@ -327,12 +337,12 @@ class OnDevicePlugin:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_ignore_collect(self, collection_path: Path, config: pytest.Config) -> bool | None:
-        """The build dir and the cache, when they are inside the tree, hold what the plugin
-        made (objects, binaries, logs), never a test: walking them costs collection time
-        that grows with every build (50,000 files for a 1,000-binary suite)."""
+        """What the plugin made in its build dir and cache, when they are inside the tree
+        (objects, binaries, logs, entries), is never a test: walking it costs collection
+        time that grows with every build (50,000 files for a 1,000-binary suite)."""
         if self.own_dirs is None:
-            settings = config.stash[SESSION_KEY].settings
-            self.own_dirs = own_dirs(config.rootpath, [settings.build_root, settings.cache_dir])
+            ondevice = config.stash[SESSION_KEY]
+            self.own_dirs = own_dirs(config.rootpath, ondevice.settings, ondevice.registry.names())
         return True if collection_path in self.own_dirs else None
 
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
@@ -351,10 +361,18 @@ class OnDevicePlugin:
         if ondevice is None or hasattr(session.config, "workerinput"):
             return  # xdist workers build on demand: they do not know their share yet
         specs = {}
+        marked = set()  # binaries with a case that may not run: they run when read, never ahead
+        on_device = False  # a scripted test leases the board's device itself
         for item in session.items:
             spec = getattr(item, "spec", None)
-            if spec is not None and item.get_closest_marker("skip") is None:  # skipped: never built
+            if spec is None:
+                on_device = on_device or bool(SCRIPTED_FIXTURES.intersection(getattr(item, "fixturenames", ())))
+                continue
+            marks = {m.name for m in item.iter_markers()}
+            if "skip" not in marks:  # skipped: never built
                 specs[spec.key] = spec
+            if marks & RUN_MAY_NOT_COME:
+                marked.add(spec.key)
         if session.config.getoption("collectonly"):
             return  # listing tests builds nothing
         if session.testsfailed and not session.config.option.continue_on_collection_errors:
@@ -365,8 +383,8 @@ class OnDevicePlugin:
         tr = session.config.pluginmanager.get_plugin("terminalreporter")
         if tr is not None and specs:
             ondevice.wait_for_builds(BuildProgress(tr, ondevice.builder))
-        if ondevice.live is None and _runs_tests_here(session.config):
-            ondevice.run_aside(list(specs.values()))
+        if ondevice.live is None and _runs_tests_here(session.config) and not on_device:
+            ondevice.run_aside([spec for key, spec in specs.items() if key not in marked])
 
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         if not config.getoption("bench_only", False):
@@ -383,10 +401,14 @@ class OnDevicePlugin:
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None):
         """After an item, the items its binary's run showed beyond the collected cases. An
         xdist worker may report only the item it was given: the controller reports them."""
+        ondevice = item.config.stash.get(SESSION_KEY, None)
         if isinstance(item, OnDeviceItem):
+            ondevice.reach(item.spec)
             item.decide_phases(nextitem)
         result = yield
         config = item.config
+        if ondevice is not None and (item.session.shouldstop or item.session.shouldfail):
+            ondevice.stop_aside()  # -x, --maxfail: nothing more runs beside pytest
         for found in item.stash.get(FOUND_AT_RUN, ()):
             reports = runtestprotocol(found, nextitem=nextitem, log=False)
             if hasattr(config, "workeroutput"):
@@ -408,6 +430,8 @@ class OnDevicePlugin:
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         ondevice = session.config.stash.get(SESSION_KEY, None)
+        if ondevice is not None:  # before the summary: what ran beside pytest is counted
+            ondevice.stop_aside()
         if ondevice is not None and ondevice.settings.coverage:  # before the report reads them
             ondevice.devices.collect_counts()
             report = session.config.pluginmanager.get_plugin("ondevice-coverage")

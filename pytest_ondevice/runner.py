@@ -44,6 +44,11 @@ NONCE_LINE_SYMBOL = "ondevice_nonce_line"  # micro_test.h's
 T = TypeVar("T")
 
 
+def _new_keys(now: dict[str, list[str]], before: dict[str, list[str]]) -> dict[str, list[str]]:
+    """What the side process built or reused that this process had not counted."""
+    return {kind: sorted(set(keys) - set(before.get(kind, ()))) for kind, keys in now.items()}
+
+
 def coverage_data(settings: Settings) -> Path:
     """Where this session's gcov counts and the notes' whereabouts go (every xdist worker's)."""
     return settings.build_root / "coverage-data"
@@ -77,7 +82,7 @@ class OnDeviceSession:
         )
         self._build_pool = ThreadPoolExecutor(max_workers=max(2, settings.jobs * 2))
         self._builds: dict[tuple[str, Path], Future] = {}
-        self._runs: dict[tuple[str, Path], Future] = {}  # queued ahead, on a thread or in the side process
+        self._runs: dict[tuple[str, Path], Future] = {}  # queued ahead on a thread
         self._here: dict[tuple[str, Path], Future] = {}  # run when first read
         self._side: sideruns.SideRuns | None = None
         self._run_pools: dict[tuple[str, str], ThreadPoolExecutor] = {}  # (run|push, board)
@@ -221,15 +226,29 @@ class OnDeviceSession:
         if self._side is not None or not all(f.done() for f in self._builds.values()):
             return
         self._build_pool.shutdown(wait=True)  # its threads end: a fork copies none of them
-        started = sideruns.start(
-            specs, self._build_and_run, self._counters, self._stop_runs, self._new_threads, self._side_counted
+        built = self.builder.stats.exported()
+        self._side = sideruns.start(
+            specs,
+            self._build_and_run,
+            self._counters,
+            self._stop_runs,
+            self._new_threads,
+            self._side_counted,
+            end=lambda: _new_keys(self.builder.stats.exported(), built),
+            on_end=self.builder.stats.merge,
         )
         self._new_threads()
-        if started is None:  # another thread lives in this process (a plugin's): run here
-            return
-        self._side = started
-        for spec, fut in zip(specs, started.futures, strict=True):
-            self._runs[spec.key] = fut
+
+    def reach(self, spec: BinarySpec) -> None:
+        """pytest has come to the binary's items: the side process may run the next few."""
+        if self._side is not None:
+            self._side.reach(spec.key)
+
+    def stop_aside(self) -> None:
+        """pytest runs no more items (the session's end, -x, --maxfail): nothing more runs
+        beside it, and what ran is counted before the summary."""
+        if self._side is not None:
+            self._side.stop()
 
     def _new_threads(self) -> None:
         """Pools and locks of this process's own: after the fork, in both processes."""
@@ -257,36 +276,56 @@ class OnDeviceSession:
             cache.untrusted += delta[5]
 
     def side_note(self) -> str | None:
-        """Why some binaries ran in pytest's own process after all (the side process ended
-        early): said in the summary, never silent."""
-        return self._side.ended_early() if self._side is not None else None
+        """Why some binaries ran in pytest's own process after all: said in the summary."""
+        return self._side.note() if self._side is not None else None
+
+    def _aside(self, spec: BinarySpec) -> sideruns.SideRuns | None:
+        side = self._side
+        return side if side is not None and side.holds(spec.key) else None
 
     def has_result(self, spec: BinarySpec) -> bool:
         """Whether the binary's result is in hand: asking for it will not wait, nor run anything."""
-        fut = self._runs.get(spec.key)
-        return fut is not None and fut.done() and fut.exception() is None and fut.result() is not sideruns.RUN_HERE
+        side = self._aside(spec)
+        if side is not None:
+            return side.ready(spec.key)
+        fut = self._runs.get(spec.key) or self._here.get(spec.key)
+        return fut is not None and fut.done()
 
     def result(self, spec: BinarySpec) -> tuple[BinaryResult, bool]:
         """The binary's result, and whether this is its first consumer (who reports extras)."""
-        fut = self._runs.get(spec.key)
-        result = fut.result() if fut is not None else sideruns.RUN_HERE
+        side = self._aside(spec)
+        records: list[logging.LogRecord] = []
+        if side is not None:
+            result, records = side.outcome(spec.key)
+        elif spec.key in self._runs:
+            result = self._runs[spec.key].result()
+        else:
+            result = sideruns.RUN_HERE
         if result is sideruns.RUN_HERE:  # not queued ahead (live output, xdist worker): run it here and now
-            with self._lock:
-                fut = self._here.setdefault(spec.key, Future())
-                owner = not fut.done() and not fut.running() and fut.set_running_or_notify_cancel()
-            if owner:
-                try:
-                    fut.set_result(self._build_and_run(spec))
-                except BaseException as e:
-                    fut.set_exception(e)
-            result = fut.result()
+            result = self._run_here(spec)
         with self._lock:
             fresh = spec.key not in self._consumed
             self._consumed.add(spec.key)
-        if fresh:  # what the side process logged while it ran the binary, in this item's capture
-            for record in getattr(fut, "records", ()):
-                logging.getLogger(record.name).handle(record)
+        for record in records:  # what the side process logged while it ran the binary, in this item's capture
+            logging.getLogger(record.name).handle(record)
         return result, fresh
+
+    def _run_here(self, spec: BinarySpec) -> BinaryResult:
+        with self._lock:
+            fut = self._here.setdefault(spec.key, Future())
+            owner = not fut.done() and not fut.running() and fut.set_running_or_notify_cancel()
+        if owner:
+            try:
+                result = self._build_and_run(spec)
+                side = self._aside(spec)
+                if side is not None and side.lost(spec.key):  # a rerun, never silent
+                    device = result.device.name if result.device is not None else spec.board.name
+                    why = f"{side.reason}, while it ran this binary beside pytest"
+                    result.reruns.insert(0, Rerun(device, why, None, True))
+                fut.set_result(result)
+            except BaseException as e:
+                fut.set_exception(e)
+        return fut.result()
 
     def _build_and_run(self, spec: BinarySpec) -> BinaryResult:
         built = self._built(spec, lambda: self._intact(spec, self._build_future(spec).result()))

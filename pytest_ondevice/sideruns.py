@@ -6,9 +6,13 @@ it only trades the interpreter lock back and forth (measured: futex storms, slow
 not running ahead at all). A forked child has an interpreter of its own, on another core,
 and hands each result back through a pipe, in item order.
 
-Forked only while this process has one thread: a fork copies the calling thread alone,
-so a lock another thread held would stay held in the child for good. The child never
-returns into pytest: it runs the binaries it was given, then `os._exit`s.
+- It runs at most AHEAD binaries beyond the one pytest has reached: `-x` stops it within
+  that many, and a skip decided at run time costs no more.
+- Forked only while this process has one thread: a fork copies the calling thread alone,
+  so a lock another thread held would stay held in the child for good.
+- The child never returns into pytest: it runs what it was given, then `os._exit`s.
+- Its binaries carry a tag in their environment, so that one it was running when it died
+  is found and killed; the binary is then run again in pytest's process, as a rerun.
 """
 
 from __future__ import annotations
@@ -17,19 +21,25 @@ import contextlib
 import logging
 import os
 import pickle
+import secrets
+import select
 import signal
 import struct
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future
-from typing import Any, BinaryIO
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from .binaries import BinaryResult, BinarySpec
+from .transports._proc import kill_tagged
 
-RUN_HERE = object()  # a future's result when the side process ended before giving it
+RUN_HERE = object()  # what outcome() gives for a binary pytest's process must run itself
+_PENDING = object()
+AHEAD = 16  # binaries the child may run beyond the one pytest has reached
+TAG = "ONDEVICE_SIDE_RUN"  # in the environment of every binary the child starts
 _FRAME = struct.Struct("!I")
+_STARTED, _DONE, _END = 0, 1, 2
 
 
 class SideRunError(Exception):
@@ -37,57 +47,176 @@ class SideRunError(Exception):
 
 
 class SideRuns:
-    """The parent's end: one future per binary, each set as the child's result arrives."""
+    """The parent's end: each binary's result as the child sends it, read by pytest's own
+    thread when an item asks (a reader thread would only hand the interpreter lock back
+    and forth: measured, items waited 0.1-0.3 ms a binary for it to get a turn)."""
 
     def __init__(
-        self, pid: int, results: int, commands: int, count: int, on_counts: Callable[[tuple[int, ...]], None]
+        self,
+        pid: int,
+        keys: Sequence[object],
+        results: int,
+        commands: int,
+        tag: str,
+        on_counts: Callable[[tuple[int, ...]], None],
+        on_end: Callable[[Any], None],
     ) -> None:
         self.pid = pid
-        self.futures: list[Future] = [Future() for _ in range(count)]
-        self.on_counts = on_counts
+        self._slots: list[Any] = [_PENDING] * len(keys)  # a result, _Raised, or RUN_HERE
+        self._records: list[list[logging.LogRecord]] = [[] for _ in keys]
+        self._index = {key: i for i, key in enumerate(keys)}
+        self._on_counts = on_counts
+        self._on_end = on_end
+        self._results = results
+        self._buffer = bytearray()
+        self._eof = False
         self._commands = commands
+        self._tag = tag
+        self._environment = _environment()
+        self._reached = -1
+        self._read_once = [False] * len(keys)
+        self._started = -1  # the binary the child last started
+        self._lost: int | None = None  # the one it was running when it ended, if any
+        self._cut: int | None = None  # from here on, pytest's process runs them
+        self._why: str | None = None  # why (for the summary)
         self._stopped = False
         self._status: int | None = None
-        self._left = 0  # results it never gave
-        self._reader = threading.Thread(target=self._read, args=(results,), name="ondevice-side-runs", daemon=True)
-        self._reader.start()
+        self._lock = threading.RLock()
 
-    def _read(self, fd: int) -> None:
-        with os.fdopen(fd, "rb") as pipe:
-            for index, outcome, delta, records in _frames(pipe):
-                self.on_counts(delta)
-                fut = self.futures[index]
-                fut.records = records  # type: ignore[attr-defined]  # logged where the result is first read
-                if isinstance(outcome, BaseException):
-                    fut.set_exception(outcome)
-                else:
-                    fut.set_result(outcome)
-        for fut in self.futures:  # it ended first (stopped, or died): the rest run in pytest's process
-            if not fut.done():
-                self._left += 1
-                fut.set_result(RUN_HERE)
+    def holds(self, key: object) -> bool:
+        return key in self._index
 
-    def ended_early(self) -> str | None:
-        """What to tell the user when the child died with results still owed."""
-        if self._reader.is_alive() or self._stopped or not self._left:
+    def reach(self, key: object) -> None:
+        """pytest has come to this binary's items: the child may run up to AHEAD beyond it."""
+        index = self._index.get(key, -1)
+        if index > self._reached:
+            self._reached = index
+            with contextlib.suppress(OSError):
+                os.write(self._commands, _FRAME.pack(index))
+
+    def ready(self, key: object) -> bool:
+        """Whether the binary's result is here: outcome() will neither wait nor say RUN_HERE."""
+        index = self._index[key]
+        if self._slots[index] is _PENDING:
+            self._pump(block=False)
+        slot = self._slots[index]
+        return (self._cut is None or index < self._cut) and slot is not _PENDING and slot is not RUN_HERE
+
+    def outcome(self, key: object) -> tuple[Any, list[logging.LogRecord]]:
+        """The binary's result (raising what its run raised), or RUN_HERE; with the log
+        records its run left, the first time it is asked for."""
+        self.reach(key)
+        index = self._index[key]
+        first = not self._read_once[index]
+        self._read_once[index] = True
+        # a binary here would see os.environ as it is now: one run there saw it as it was
+        if first and self._cut is None and _environment() != self._environment:
+            self._abandon(index, f"the environment changed ({_changed(self._environment)})")
+        if self._cut is not None and index >= self._cut:
+            return RUN_HERE, []
+        while self._slots[index] is _PENDING:
+            self._pump(block=True)
+        slot = self._slots[index]
+        if isinstance(slot, _Raised):
+            raise slot.error
+        records = self._records[index] if first else []
+        self._records[index] = []
+        return slot, records
+
+    @property
+    def reason(self) -> str:
+        """Why the rest ran in pytest's process (once they do)."""
+        return self._why or "it was stopped"
+
+    def lost(self, key: object) -> bool:
+        """Whether the child was running this binary when it ended (it runs again here)."""
+        return self._lost is not None and self._index.get(key) == self._lost
+
+    def note(self) -> str | None:
+        """Why some binaries ran in pytest's own process after all: said, never silent."""
+        if self._why is None or self._cut is None or self._cut >= len(self._slots):
             return None
-        how = _how_it_ended(self._wait(1.0))
+        again = " (the one it was running then ran again there, as a rerun)" if self._lost is not None else ""
         return (
-            f"the process that ran the local binaries beside pytest ended early ({how}): "
-            f"{self._left} binaries were run in pytest's own process instead (the one it was running "
-            "when it ended, if any, ran again there)"
+            f"the local binaries stopped running beside pytest: {self._why}; from the "
+            f"{_ordinal(self._cut + 1)} of {len(self._slots)} on, they ran in pytest's own process{again}"
         )
 
     def stop(self, grace: float = 5.0) -> None:
-        """The session ends: the child stops its run (the binary's group is killed) and exits."""
-        self._stopped = any(not f.done() for f in self.futures)
-        with contextlib.suppress(OSError):
-            os.close(self._commands)  # the child's watcher sees the pipe end
+        """The session ends (or stops early): the child stops its run (the binary's group is
+        killed) and exits; what it sent last (its counts) is read before this returns."""
+        if not self._stopped:
+            self._stopped = True
+            with contextlib.suppress(OSError):
+                os.close(self._commands)  # the child's watcher sees the pipe end
         if self._wait(grace) is None:
             with contextlib.suppress(OSError):
                 os.kill(self.pid, signal.SIGKILL)
             self._wait(None)
-        self._reader.join(grace)
+            kill_tagged(f"{TAG}={self._tag}".encode())
+        while not self._eof:
+            self._pump(block=True)
+
+    def _abandon(self, index: int, why: str) -> None:
+        """Results from index on are not used: the child stops, pytest's process runs them."""
+        self._cut, self._why = index, why
+        self.stop()
+
+    def _pump(self, block: bool) -> None:
+        """Read what the child has sent (waiting for something if block) and file it."""
+        with self._lock:
+            if self._eof:
+                return
+            try:
+                if not block and not select.select([self._results], [], [], 0)[0]:
+                    return
+                data = os.read(self._results, 1 << 20)
+                if data:
+                    self._buffer += data
+                    self._file_frames()
+                    return
+                why = None
+            except Exception as e:  # never leave an item waiting for good
+                why = f"reading its results failed: {e!r}"
+            self._eof = True
+            os.close(self._results)
+            self._cut_short(why)
+
+    def _file_frames(self) -> None:
+        buffer = self._buffer
+        start = 0
+        while len(buffer) - start >= _FRAME.size:
+            size = _FRAME.unpack_from(buffer, start)[0]
+            end = start + _FRAME.size + size
+            if len(buffer) < end:
+                break
+            kind, index, payload = pickle.loads(memoryview(buffer)[start + _FRAME.size : end])
+            start = end
+            if kind == _STARTED:
+                self._started = index
+            elif kind == _DONE:
+                outcome, delta, records = payload
+                self._on_counts(delta)
+                self._slots[index] = _Raised(outcome) if isinstance(outcome, BaseException) else outcome
+                self._records[index] = records
+            else:
+                self._on_end(payload)
+        del buffer[:start]
+
+    def _cut_short(self, why: str | None) -> None:
+        """The child's results end here: what it still owed, pytest's process runs."""
+        owed = next((i for i, slot in enumerate(self._slots) if slot is _PENDING), None)
+        if owed is not None and self._cut is None:
+            if why is None and not self._stopped:
+                why = f"the process running them ended ({_how_it_ended(self._wait(1.0))})"
+            if why is not None:
+                self._cut, self._why = owed, why
+                if self._started == owed:
+                    self._lost = owed
+                    kill_tagged(f"{TAG}={self._tag}".encode())  # the binary it left running
+                if not self._stopped:
+                    self.stop()
+        self._slots = [RUN_HERE if slot is _PENDING else slot for slot in self._slots]
 
     def _wait(self, timeout: float | None) -> int | None:
         """The child's wait status once it has ended (within timeout seconds), else None."""
@@ -107,6 +236,13 @@ class SideRuns:
             time.sleep(0.01)
 
 
+class _Raised:
+    """A run's exception, kept to be raised where the result is read."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
 def start(
     specs: Sequence[BinarySpec],
     run: Callable[[BinarySpec], BinaryResult],
@@ -114,14 +250,17 @@ def start(
     on_stop: Callable[[], None],
     after_fork: Callable[[], None],
     on_counts: Callable[[tuple[int, ...]], None],
+    end: Callable[[], Any] = lambda: None,
+    on_end: Callable[[Any], None] = lambda payload: None,
 ) -> SideRuns | None:
     """Fork the child that runs specs in order; None when this process has other threads.
 
-    after_fork: called in the child first (fresh pools and locks); on_stop: called in the
-    child when the parent closes its end (the session is over, or pytest died); on_counts:
-    called here with what each run changed of counters()."""
+    In the child: after_fork() first (fresh pools and locks), run(spec) for each, on_stop()
+    when the parent closes its end (the session is over, or pytest died), end() last, its
+    value handed to on_end() here. on_counts() gets what each run changed of counters()."""
     if threading.active_count() != 1:
         return None
+    tag = secrets.token_hex(8)
     results_r, results_w = os.pipe()
     commands_r, commands_w = os.pipe()
     pid = os.fork()
@@ -130,29 +269,37 @@ def start(
         try:
             os.close(results_r)
             os.close(commands_w)
+            os.environ[TAG] = tag
             after_fork()
-            _child(specs, run, counters, on_stop, results_w, commands_r)
+            _child(specs, run, counters, on_stop, end, results_w, commands_r)
             code = 0
         finally:
             os._exit(code)
     os.close(results_w)
     os.close(commands_r)
-    return SideRuns(pid, results_r, commands_w, len(specs), on_counts)
+    return SideRuns(pid, [s.key for s in specs], results_r, commands_w, tag, on_counts, on_end)
 
 
-def _child(specs, run, counters, on_stop, results_fd: int, commands_fd: int) -> None:  # pragma: no cover
+def _child(specs, run, counters, on_stop, end, results_fd: int, commands_fd: int) -> None:  # pragma: no cover
     # Ctrl-C, a closed terminal's SIGHUP and a CI's SIGTERM to the process group reach it
     # too: the parent decides, and closes the pipe, after which the run here is stopped
     # (its binary's group killed). Handlers, not SIG_IGN, which the binaries would inherit.
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda *_: None)
-    stopping = threading.Event()
+    stopping = False
+    reached = -1
+    changed = threading.Condition()
 
     def watch() -> None:
-        with contextlib.suppress(OSError):
-            while os.read(commands_fd, 1):
-                pass
-        stopping.set()
+        nonlocal stopping, reached
+        with contextlib.suppress(OSError), os.fdopen(commands_fd, "rb") as commands:
+            while len(head := commands.read(_FRAME.size)) == _FRAME.size:
+                with changed:
+                    reached = max(reached, _FRAME.unpack(head)[0])
+                    changed.notify()
+        with changed:
+            stopping = True
+            changed.notify()
         on_stop()
 
     threading.Thread(target=watch, daemon=True).start()
@@ -160,26 +307,38 @@ def _child(specs, run, counters, on_stop, results_fd: int, commands_fd: int) -> 
     logging.root.handlers[:] = [_Keep(records)]  # the parent's handlers get them through the pipe
     before = counters()
     with os.fdopen(results_fd, "wb") as pipe:
+
+        def send(kind: int, index: int, payload: Any) -> None:
+            frame = pickle.dumps((kind, index, payload), pickle.HIGHEST_PROTOCOL)
+            pipe.write(_FRAME.pack(len(frame)) + frame)
+            pipe.flush()
+
         for index, spec in enumerate(specs):
-            if stopping.is_set():
-                return
+            with changed:
+                changed.wait_for(lambda i=index: stopping or i <= reached + AHEAD)
+                if stopping:
+                    break
+            send(_STARTED, index, None)
             try:
                 outcome: Any = run(spec)
             except BaseException as e:  # a bug of ours: the item shows it
                 outcome = _portable_error(e)
             now = counters()
             delta, before = tuple(a - b for a, b in zip(now, before, strict=True)), now
+            kept = [_portable(r) for r in records]
+            records.clear()
             try:
-                frame = pickle.dumps((index, outcome, delta, [_portable(r) for r in records]), pickle.HIGHEST_PROTOCOL)
+                frame = pickle.dumps((_DONE, index, (outcome, delta, kept)), pickle.HIGHEST_PROTOCOL)
             except Exception as e:
                 error = SideRunError(f"the result of {spec.rel} could not be handed back: {e!r}")
-                frame = pickle.dumps((index, error, delta, []), pickle.HIGHEST_PROTOCOL)
-            records.clear()
+                frame = pickle.dumps((_DONE, index, (error, delta, [])), pickle.HIGHEST_PROTOCOL)
             try:
                 pipe.write(_FRAME.pack(len(frame)) + frame)
                 pipe.flush()
             except BrokenPipeError:
                 return
+        with contextlib.suppress(Exception):
+            send(_END, -1, end())
 
 
 class _Keep(logging.Handler):
@@ -202,24 +361,29 @@ def _portable(record: logging.LogRecord) -> logging.LogRecord:
 
 
 def _portable_error(e: BaseException) -> BaseException:
-    """The exception itself when it survives pickling, else its traceback as text."""
+    """The exception itself, noting where it was raised, when it survives pickling; else
+    its traceback as text."""
+    where = "".join(traceback.format_exception(e))
     try:
+        e.add_note(f"raised in the process running the local binaries:\n{where}")
         pickle.loads(pickle.dumps(e))
     except Exception:
-        return SideRunError("".join(traceback.format_exception(e)))
+        return SideRunError(where)
     return e
 
 
-def _frames(pipe: BinaryIO) -> Iterator[Any]:
-    while True:
-        head = pipe.read(_FRAME.size)
-        if len(head) < _FRAME.size:
-            return
-        body = pipe.read(_FRAME.unpack(head)[0])
-        try:
-            yield pickle.loads(body)
-        except Exception:
-            return
+def _environment() -> dict[str, str]:
+    """What a local binary inherits, less what pytest sets around each test itself."""
+    env = dict(os.environ)
+    env.pop("PYTEST_CURRENT_TEST", None)
+    env.pop(TAG, None)
+    return env
+
+
+def _changed(before: dict[str, str]) -> str:
+    now = _environment()
+    names = sorted(k for k in before.keys() | now.keys() if before.get(k) != now.get(k))
+    return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
 
 
 def _how_it_ended(status: int | None) -> str:
@@ -228,3 +392,8 @@ def _how_it_ended(status: int | None) -> str:
     if os.WIFSIGNALED(status):
         return f"killed by {signal.Signals(os.WTERMSIG(status)).name}"
     return f"exit status {os.WEXITSTATUS(status)}"
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"

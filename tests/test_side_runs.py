@@ -16,34 +16,57 @@ import pytest
 
 from pytest_ondevice import sideruns
 
-SPECS = [SimpleNamespace(rel=f"t{i}_test.c") for i in range(4)]
+SPECS = [SimpleNamespace(rel=f"t{i}_test.c", key=("host", f"t{i}")) for i in range(4)]
 
 
-def _start(run, specs=SPECS, on_stop=lambda: None, counters=lambda: (0,), on_counts=lambda delta: None):
-    side = sideruns.start(specs, run, counters, on_stop, lambda: None, on_counts)
+def _start(run, specs=SPECS, on_stop=lambda: None, counters=lambda: (0,), on_counts=lambda delta: None, **kw):
+    side = sideruns.start(specs, run, counters, on_stop, lambda: None, on_counts, **kw)
     assert side is not None, "another thread lives in the test process"
     return side
 
 
-def _results(side, timeout: float = 30.0) -> list:
-    return [f.result(timeout) for f in side.futures]
+def _outcomes(side, specs=SPECS) -> list:
+    return [side.outcome(spec.key)[0] for spec in specs]
 
 
-def test_results_come_back_in_order_with_what_each_run_counted():
+def test_results_come_back_in_order_with_what_each_run_counted_and_the_end():
     ran = []
     counts = []
+    ended = []
 
     def run(spec):
         ran.append(spec.rel)
         return {"rel": spec.rel, "pid": os.getpid()}
 
-    side = _start(run, counters=lambda: (len(ran),), on_counts=counts.append)
-    got = _results(side)
+    side = _start(
+        run, counters=lambda: (len(ran),), on_counts=counts.append, end=lambda: len(ran), on_end=ended.append
+    )
+    got = _outcomes(side)
     side.stop()
     assert [r["rel"] for r in got] == [s.rel for s in SPECS]
     assert {r["pid"] for r in got} == {side.pid} != {os.getpid()}  # run in the child
     assert counts == [(1,)] * len(SPECS)  # each result brings what its run added
-    assert side.ended_early() is None
+    assert ended == [len(SPECS)]  # the child's last word, read before stop() returns
+    assert side.note() is None
+
+
+def test_it_runs_only_a_few_binaries_beyond_the_one_pytest_has_reached(tmp_path):
+    specs = [SimpleNamespace(rel=f"t{i}_test.c", key=("host", f"t{i}")) for i in range(sideruns.AHEAD + 10)]
+    ran = tmp_path / "ran"
+
+    def run(spec):
+        with ran.open("a") as f:
+            f.write(spec.rel + "\n")
+        return spec.rel
+
+    side = _start(run, specs=specs)
+    time.sleep(0.5)
+    assert len(ran.read_text().split()) == sideruns.AHEAD  # none reached yet: the first AHEAD
+    side.reach(specs[5].key)
+    time.sleep(0.5)
+    assert len(ran.read_text().split()) == 6 + sideruns.AHEAD
+    side.stop()
+    assert len(ran.read_text().split()) == 6 + sideruns.AHEAD  # stopped: nothing more
 
 
 def test_an_error_in_a_run_reaches_the_item_that_reads_it():
@@ -59,27 +82,27 @@ def test_an_error_in_a_run_reaches_the_item_that_reads_it():
         return spec.rel
 
     side = _start(run)
-    futures = side.futures
-    assert futures[0].result(30) == "t0_test.c"
-    with pytest.raises(ValueError, match="a plain error"):
-        futures[1].result(30)
+    assert side.outcome(SPECS[0].key)[0] == "t0_test.c"
+    with pytest.raises(ValueError, match="a plain error") as raised:
+        side.outcome(SPECS[1].key)
+    assert "in run\n" in "".join(raised.value.__notes__)  # where, in the child
     with pytest.raises(sideruns.SideRunError, match=r"(?s)Traceback.*Unpicklable: held a socket"):
-        futures[2].result(30)
-    assert futures[3].result(30) == "t3_test.c"
+        side.outcome(SPECS[2].key)
+    assert side.outcome(SPECS[3].key)[0] == "t3_test.c"
     side.stop()
 
 
-def test_what_a_run_logs_comes_back_with_its_result():
+def test_what_a_run_logs_comes_back_with_its_result_once():
     def run(spec):
         logging.getLogger("paramiko.transport").warning("rekeying %s", spec.rel)
         return spec.rel
 
     side = _start(run)
-    _results(side)
+    records = [[r.getMessage() for r in side.outcome(s.key)[1]] for s in SPECS]
+    again = [side.outcome(s.key)[1] for s in SPECS]
     side.stop()
-    records = [[r.getMessage() for r in f.records] for f in side.futures]
     assert records == [[f"rekeying {s.rel}"] for s in SPECS]
-    assert side.futures[0].records[0].name == "paramiko.transport"
+    assert again == [[]] * len(SPECS)  # the first reader logs them, once
 
 
 def test_a_side_process_that_dies_leaves_its_runs_to_pytests_process_and_says_so():
@@ -89,11 +112,31 @@ def test_a_side_process_that_dies_leaves_its_runs_to_pytests_process_and_says_so
         return spec.rel
 
     side = _start(run)
-    got = _results(side)
-    assert got[:2] == ["t0_test.c", "t1_test.c"]
-    assert got[2:] == [sideruns.RUN_HERE, sideruns.RUN_HERE]
-    note = side.ended_early()
-    assert note is not None and "killed by SIGKILL" in note and "2 binaries were run in pytest's own process" in note
+    assert _outcomes(side) == ["t0_test.c", "t1_test.c", sideruns.RUN_HERE, sideruns.RUN_HERE]
+    assert side.lost(SPECS[2].key) and not side.lost(SPECS[3].key)  # it died running t2
+    note = side.note()
+    assert note is not None and "killed by SIGKILL" in note and "from the 3rd of 4 on" in note, note
+    side.stop()
+
+
+def test_a_change_to_the_environment_sends_the_rest_to_pytests_process(monkeypatch):
+    side = _start(lambda spec: spec.rel)
+    assert side.outcome(SPECS[0].key)[0] == "t0_test.c"
+    monkeypatch.setenv("KERNEL_DATA", "/data")  # as a conftest's hook could, after the fork
+    assert [side.outcome(s.key)[0] for s in SPECS[1:]] == [sideruns.RUN_HERE] * 3
+    note = side.note()
+    assert note is not None and "the environment changed (KERNEL_DATA)" in note and "2nd of 4" in note, note
+    side.stop()
+
+
+def test_if_reading_the_results_fails_nothing_waits_for_good(monkeypatch):
+    def broken(self):
+        raise MemoryError("no room")
+
+    monkeypatch.setattr(sideruns.SideRuns, "_file_frames", broken)
+    side = _start(lambda spec: spec.rel)
+    assert _outcomes(side) == [sideruns.RUN_HERE] * 4
+    assert "reading its results failed: MemoryError('no room')" in (side.note() or "")
     side.stop()
 
 
@@ -117,7 +160,7 @@ def test_stop_ends_the_run_in_progress_and_the_child(tmp_path):
     assert stopped.read_text() == "yes"
     with pytest.raises(ChildProcessError):  # reaped: no zombie left
         os.waitpid(side.pid, os.WNOHANG)
-    assert side.ended_early() is None  # a stop is not a death
+    assert side.note() is None  # a stop is not a death
 
 
 def test_no_fork_while_another_thread_lives():
@@ -188,33 +231,184 @@ KILL_THE_SIDE = PYTEST_PID + """
 """
 
 
-def test_every_case_still_runs_when_the_side_process_is_killed(project):
+def test_every_case_still_runs_when_the_side_process_is_killed_and_the_rerun_is_shown(project):
     for i in range(4):
         project.write(f"p{i}_test.c", PARENT)
     project.write("conftest.py", KILL_THE_SIDE)
-    result = project.pytester.runpytest_subprocess("--board=host", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=4)
-    result.stdout.fnmatch_lines(["*ended early (killed by SIGKILL): 3 binaries were run in pytest's own process*"])
+    result = project.pytester.runpytest_subprocess("--board=host", "-p", "no:cacheprovider", "--junitxml=j.xml")
+    outcomes = result.parseoutcomes()
+    assert (outcomes.get("passed"), outcomes.get("rerun")) == (4, 1), outcomes
+    junit = (project.path / "j.xml").read_text()
+    assert junit.count('name="rerun"') == 1 and "while it ran this binary beside pytest" in junit, junit
+    result.stdout.fnmatch_lines(
+        ["*the local binaries stopped running beside pytest: the process running them ended (killed by SIGKILL)*"]
+    )
     pytest_pid = int((project.path / "pytest.pid").read_text())
     assert _started_by(project, "p0_test") != pytest_pid
     assert [_started_by(project, f"p{i}_test") for i in (1, 2, 3)] == [pytest_pid] * 3
 
 
+def test_what_the_plugin_made_inside_the_tree_is_not_collected(project):
+    """Its build dir and cache hold copies and build outputs, never tests: pytest walking
+    them found a copied test source twice, and spent seconds on a large suite's 50,000
+    built files. The dirs themselves may be set to a dir of tests: those are collected."""
+    project.write("a_test.c", PARENT)
+    for where in ("_build/host", "_cache/v2", "_build/coverage-data"):  # the project's ini puts both inside
+        project.write(f"{where}/copy/a_test.c", PARENT)
+    project.write("_build/mine_test.c", PARENT)  # the user's own, in a dir they named
+    result = project.run("--collect-only", "-q")
+    listed = sorted(line for line in result.outlines if "::" in line)
+    assert listed == ["_build/mine_test.c::Parent[host]", "a_test.c::Parent[host]"], result.stdout.str()
+
+
 def test_own_dirs_never_hide_the_tree(tmp_path: Path):
+    from pytest_ondevice.config.settings import Settings
     from pytest_ondevice.hooks import own_dirs
 
     root = tmp_path / "proj"
-    (root / "_build").mkdir(parents=True)
-    assert own_dirs(root, [root / "_build", None]) == {root / "_build"}
-    assert own_dirs(root, [root, tmp_path]) == frozenset()  # the tree itself, or above it
+    root.mkdir()
+    settings = Settings(rootdir=root, build_root=root / "_build", jobs=1, cache_dir=tmp_path / "cache")
+    found = own_dirs(root, settings, ["host", "rpi"])
+    assert {root / "_build" / "host", root / "_build" / "rpi", tmp_path / "cache" / "v2"} <= found
+    assert root / "_build" not in found and tmp_path / "cache" not in found
+    above = Settings(rootdir=root, build_root=tmp_path, jobs=1)
+    assert root not in own_dirs(root, above, ["proj"])  # a board's dir that is the tree itself
 
 
-def test_the_build_dir_and_cache_inside_the_tree_are_not_collected(project):
-    """They hold copies and build outputs, never tests: pytest walking them found a copied
-    test source twice, and spent seconds on a large suite's 50,000 built files."""
+WRITES = """
+    #include <stdio.h>
+    #include <stdlib.h>
+    #include "micro_test.h"
+    TF_LITE_MICRO_TESTS_BEGIN
+    TF_LITE_MICRO_TEST(Fails) {
+      FILE *f = fopen("%s", "a");
+      fprintf(f, "%s\\n");
+      fclose(f);
+      TF_LITE_MICRO_EXPECT_EQ(1, 2);
+    }
+    TF_LITE_MICRO_TESTS_END
+"""
+
+
+@pytest.mark.parametrize("stop", ["-x", "--maxfail=2"])
+def test_with_x_the_binaries_counted_are_those_that_ran(project, stop):
+    ran = project.path / "ran.txt"
+    for i in range(8):
+        project.write(f"t{i}_test.c", WRITES % (ran, f"t{i}"))
+    project.run("--build-only")
+    ran.unlink(missing_ok=True)
+    result = project.run(stop)
+    count = int(result.stdout.str().split(" binaries run")[0].rsplit(" ", 1)[1])
+    lines = ran.read_text().split()
+    # every binary that started is counted, the one the stop cut short (maybe before it
+    # wrote) too; none starts after pytest stopped, nor beyond the few run ahead
+    failures = 1 if stop == "-x" else 2
+    assert len(lines) <= count <= len(lines) + 1, (count, lines)
+    assert count <= failures + sideruns.AHEAD, (count, lines)
+
+
+HANGS_IF_RUN = """
+    #include <stdio.h>
+    #include <unistd.h>
+    #include "micro_test.h"
+    TF_LITE_MICRO_TESTS_BEGIN
+    TF_LITE_MICRO_TEST(Slow) { fopen("%s", "w"); sleep(20); }
+    TF_LITE_MICRO_TESTS_END
+"""
+SKIPIF_A = """
+    import pytest
+    def pytest_collection_modifyitems(items):
+        for item in items:
+            if item.path.name == "a_test.c":
+                item.add_marker(pytest.mark.skipif(True, reason="needs the lab"))
+"""
+
+
+def test_a_binary_whose_cases_are_skipped_by_skipif_never_runs(project):
+    started = project.path / "started"
+    project.write("a_test.c", HANGS_IF_RUN % started)
+    project.write("b_test.c", PARENT)
+    project.write("conftest.py", SKIPIF_A)
+    began = time.monotonic()
+    result = project.run()
+    result.assert_outcomes(passed=1, skipped=1)
+    assert not started.exists() and time.monotonic() - began < 15
+
+
+NEEDS_ENV = """
+    #include <stdlib.h>
+    #include "micro_test.h"
+    TF_LITE_MICRO_TESTS_BEGIN
+    TF_LITE_MICRO_TEST(SeesIt) { TF_LITE_MICRO_EXPECT(getenv("KERNEL_DATA") != NULL); }
+    TF_LITE_MICRO_TESTS_END
+"""
+SETS_ENV = """
+    import os
+    def pytest_runtest_setup(item):
+        if item.path.name == "b_test.c":
+            os.environ["KERNEL_DATA"] = "/data"
+"""
+
+
+def test_a_binary_sees_the_environment_its_case_set_up(project, monkeypatch):
+    monkeypatch.delenv("KERNEL_DATA", raising=False)
     project.write("a_test.c", PARENT)
-    for where in ("_build", "_cache"):  # the project's ini puts both inside the tree
-        project.write(f"{where}/copy/a_test.c", PARENT)
-    result = project.run("--collect-only", "-q")
-    listed = [line for line in result.outlines if "::" in line]
-    assert listed == ["a_test.c::Parent[host]"], result.stdout.str()
+    project.write("b_test.c", NEEDS_ENV)
+    project.write("c_test.c", PARENT)
+    project.write("conftest.py", SETS_ENV)
+    result = project.pytester.runpytest_subprocess("--board=host", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*the environment changed (KERNEL_DATA); from the 2nd of 3 on*"])
+
+
+SCRIPTED = """
+    def test_echo(device):
+        assert device.run(["echo", "hi"]).stdout == "hi\\n"
+"""
+SLOW = """
+    #include <unistd.h>
+    #include "micro_test.h"
+    TF_LITE_MICRO_TESTS_BEGIN
+    TF_LITE_MICRO_TEST(Slow) { usleep(1000 * 1000); }
+    TF_LITE_MICRO_TESTS_END
+"""
+
+
+def test_a_scripted_test_gets_the_host_between_binaries(project):
+    """With a device test among them, no binary runs ahead of it: it would wait for the
+    whole queue of binaries, then time out on its lease."""
+    for i in range(4):
+        project.write(f"b{i}_test.c", SLOW)
+    project.write("a_device_test.py", SCRIPTED)
+    result = project.run("--lease-timeout=1", "-rE")
+    result.assert_outcomes(passed=5)
+
+
+SLEEPS = """
+    #include <unistd.h>
+    #include "micro_test.h"
+    TF_LITE_MICRO_TESTS_BEGIN
+    TF_LITE_MICRO_TEST(Sleeps) { sleep(30); }
+    TF_LITE_MICRO_TESTS_END
+"""
+KILL_AT_A = KILL_THE_SIDE.replace('item.path.name == "p1_test.c"', 'item.path.name == "a_test.c"').replace(
+    "def pytest_runtest_setup(item):", "def pytest_runtest_setup(item):\n        import time; time.sleep(0.5)"
+)
+
+
+def test_a_binary_the_dead_side_process_was_running_does_not_outlive_it(project):
+    project.write("a_test.c", SLEEPS)
+    project.write("conftest.py", KILL_AT_A)
+    result = project.pytester.runpytest_subprocess(
+        "--board=host", "-p", "no:cacheprovider", "-o", "ondevice_timeout=2"
+    )
+    result.stdout.fnmatch_lines(["*while it ran this binary beside pytest*"])
+    left = []
+    for entry in Path("/proc").iterdir():
+        try:
+            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if "a_test.c.elf" in cmdline and str(project.path) in cmdline:
+            left.append(entry.name)
+    assert not left, f"still running: {left}"
