@@ -244,6 +244,13 @@ def own_dirs(rootpath: Path, settings: Settings, boards: list[str]) -> frozenset
     return frozenset(found)
 
 
+def _stops_early(session: pytest.Session) -> bool:
+    """-x, --maxfail, --stepwise: a local binary after the failure that stops the session
+    must not have run (none is run ahead of its cases then)."""
+    config = session.config
+    return bool(config.getoption("maxfail", 0) or config.getoption("stepwise", False))
+
+
 def _runs_tests_here(config: pytest.Config) -> bool:
     """False for --collect-only, --build-only and an xdist controller (its workers run the tests)."""
     if config.getoption("collectonly") or config.getoption("build_only"):
@@ -383,7 +390,7 @@ class OnDevicePlugin:
         tr = session.config.pluginmanager.get_plugin("terminalreporter")
         if tr is not None and specs:
             ondevice.wait_for_builds(BuildProgress(tr, ondevice.builder))
-        if ondevice.live is None and _runs_tests_here(session.config) and not on_device:
+        if ondevice.live is None and _runs_tests_here(session.config) and not on_device and not _stops_early(session):
             ondevice.run_aside([spec for key, spec in specs.items() if key not in marked])
 
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
