@@ -244,6 +244,27 @@ def own_dirs(rootpath: Path, settings: Settings, boards: list[str]) -> frozenset
     return frozenset(found)
 
 
+CONFTEST_HOOKS = (
+    "pytest_runtest_protocol",
+    "pytest_runtest_logstart",
+    "pytest_runtest_setup",
+    "pytest_runtest_call",
+    "pytest_runtest_teardown",
+    "pytest_runtest_logfinish",
+)
+
+
+def _conftest_prepares(config: pytest.Config) -> bool:
+    """A conftest hooked around each test may prepare what a binary reads (a file, a
+    server) when its case comes: no binary runs ahead of its case then."""
+    pm = config.pluginmanager
+    for name in CONFTEST_HOOKS:
+        for impl in getattr(pm.hook, name).get_hookimpls():
+            if Path(getattr(impl.plugin, "__file__", None) or "x").name == "conftest.py":
+                return True
+    return False
+
+
 def _stops_early(session: pytest.Session) -> bool:
     """-x, --maxfail, --stepwise: a local binary after the failure that stops the session
     must not have run (none is run ahead of its cases then)."""
@@ -390,7 +411,8 @@ class OnDevicePlugin:
         tr = session.config.pluginmanager.get_plugin("terminalreporter")
         if tr is not None and specs:
             ondevice.wait_for_builds(BuildProgress(tr, ondevice.builder))
-        if ondevice.live is None and _runs_tests_here(session.config) and not on_device and not _stops_early(session):
+        aside = not on_device and not _stops_early(session) and not _conftest_prepares(session.config)
+        if ondevice.live is None and _runs_tests_here(session.config) and aside:
             ondevice.run_aside([spec for key, spec in specs.items() if key not in marked])
 
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -234,8 +234,11 @@ KILL_THE_SIDE = PYTEST_PID + """
 def test_every_case_still_runs_when_the_side_process_is_killed_and_the_rerun_is_shown(project):
     for i in range(4):
         project.write(f"p{i}_test.c", PARENT)
-    project.write("conftest.py", KILL_THE_SIDE)
-    result = project.pytester.runpytest_subprocess("--board=host", "-p", "no:cacheprovider", "--junitxml=j.xml")
+    project.write("conftest.py", PYTEST_PID)
+    project.write("killside.py", KILL_THE_SIDE)  # a plugin: a conftest hooked around tests keeps binaries in step
+    result = project.pytester.runpytest_subprocess(
+        "--board=host", "-p", "no:cacheprovider", "-p", "killside", "--junitxml=j.xml"
+    )
     outcomes = result.parseoutcomes()
     assert (outcomes.get("passed"), outcomes.get("rerun")) == (4, 1), outcomes
     junit = (project.path / "j.xml").read_text()
@@ -353,8 +356,8 @@ def test_a_binary_sees_the_environment_its_case_set_up(project, monkeypatch):
     project.write("a_test.c", PARENT)
     project.write("b_test.c", NEEDS_ENV)
     project.write("c_test.c", PARENT)
-    project.write("conftest.py", SETS_ENV)
-    result = project.pytester.runpytest_subprocess("--board=host", "-p", "no:cacheprovider")
+    project.write("setsenv.py", SETS_ENV)  # a plugin's hook (a conftest's keeps every binary in step)
+    result = project.pytester.runpytest_subprocess("--board=host", "-p", "no:cacheprovider", "-p", "setsenv")
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(["*the environment changed (KERNEL_DATA); from the 2nd of 3 on*"])
 
@@ -396,9 +399,9 @@ KILL_AT_A = KILL_THE_SIDE.replace('item.path.name == "p1_test.c"', 'item.path.na
 
 def test_a_binary_the_dead_side_process_was_running_does_not_outlive_it(project):
     project.write("a_test.c", SLEEPS)
-    project.write("conftest.py", KILL_AT_A)
+    project.write("killside.py", KILL_AT_A)
     result = project.pytester.runpytest_subprocess(
-        "--board=host", "-p", "no:cacheprovider", "-o", "ondevice_timeout=2"
+        "--board=host", "-p", "no:cacheprovider", "-p", "killside", "-o", "ondevice_timeout=2"
     )
     result.stdout.fnmatch_lines(["*while it ran this binary beside pytest*"])
     left = []
@@ -410,3 +413,28 @@ def test_a_binary_the_dead_side_process_was_running_does_not_outlive_it(project)
         if "a_test.c.elf" in cmdline and str(project.path) in cmdline:
             left.append(entry.name)
     assert not left, f"still running: {left}"
+
+
+READS_DATA = """
+    #include <stdio.h>
+    #include "micro_test.h"
+    TF_LITE_MICRO_TESTS_BEGIN
+    TF_LITE_MICRO_TEST(ReadsIt) { TF_LITE_MICRO_EXPECT(fopen("%s", "r") != NULL); }
+    TF_LITE_MICRO_TESTS_END
+"""
+PREPARES = """
+    import time
+    def pytest_runtest_setup(item):
+        if item.path.name == "b_test.c":
+            open("%s", "w").write("weights")
+        time.sleep(0.3)  # time enough for a binary run ahead to have run
+"""
+
+
+def test_a_binary_runs_after_a_conftest_prepared_its_case(project):
+    data = project.path / "data.txt"
+    project.write("a_test.c", PARENT)
+    project.write("b_test.c", READS_DATA % data)
+    project.write("conftest.py", PREPARES % data)
+    result = project.run()
+    result.assert_outcomes(passed=2)
