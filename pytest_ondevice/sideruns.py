@@ -6,8 +6,10 @@ it only trades the interpreter lock back and forth (measured: futex storms, slow
 not running ahead at all). A forked child has an interpreter of its own, on another core,
 and hands each result back through a pipe, in item order.
 
-- It runs at most AHEAD binaries beyond the one pytest has reached: `-x` stops it within
-  that many, and a skip decided at run time costs no more.
+- It runs at most AHEAD binaries beyond the one pytest has reached: a skip decided at run
+  time costs no more, and the results waiting to be read stay few. (The plugin starts it
+  neither under -x, --maxfail or --stepwise nor when a conftest hooks around each test:
+  see hooks.py.)
 - Forked only while this process has one thread: a fork copies the calling thread alone,
   so a lock another thread held would stay held in the child for good.
 - The child never returns into pytest: it runs what it was given, then `os._exit`s.
