@@ -16,7 +16,7 @@ from _pytest.runner import runtestprotocol
 from .build import store
 from .build.builder import BuildStats
 from .config.keys import BASELINE_KEY, SESSION_KEY, fleet_path, selected_boards
-from .config.options import ini_path, registry
+from .config.options import ini_path, registry, stops_at_a_failure
 from .config.schema import ConfigError
 from .config.settings import Settings
 from .farm import fleet as fleet_mod
@@ -265,13 +265,6 @@ def _conftest_prepares(config: pytest.Config) -> bool:
     return False
 
 
-def _stops_early(session: pytest.Session) -> bool:
-    """-x, --maxfail, --stepwise: a local binary after the failure that stops the session
-    must not have run (none is run ahead of its cases then)."""
-    config = session.config
-    return bool(config.getoption("maxfail", 0) or config.getoption("stepwise", False))
-
-
 def _runs_tests_here(config: pytest.Config) -> bool:
     """False for --collect-only, --build-only and an xdist controller (its workers run the tests)."""
     if config.getoption("collectonly") or config.getoption("build_only"):
@@ -411,7 +404,8 @@ class OnDevicePlugin:
         tr = session.config.pluginmanager.get_plugin("terminalreporter")
         if tr is not None and specs:
             ondevice.wait_for_builds(BuildProgress(tr, ondevice.builder))
-        aside = not on_device and not _stops_early(session) and not _conftest_prepares(session.config)
+        # under -x and the like, no binary after the failure that stops the session may have run
+        aside = not on_device and not stops_at_a_failure(session.config) and not _conftest_prepares(session.config)
         if ondevice.live is None and _runs_tests_here(session.config) and aside:
             ondevice.run_aside([spec for key, spec in specs.items() if key not in marked])
 
@@ -430,14 +424,11 @@ class OnDevicePlugin:
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None):
         """After an item, the items its binary's run showed beyond the collected cases. An
         xdist worker may report only the item it was given: the controller reports them."""
-        ondevice = item.config.stash.get(SESSION_KEY, None)
         if isinstance(item, OnDeviceItem):
-            ondevice.reach(item.spec)
+            item.config.stash[SESSION_KEY].reach(item.spec)
             item.decide_phases(nextitem)
         result = yield
         config = item.config
-        if ondevice is not None and (item.session.shouldstop or item.session.shouldfail):
-            ondevice.stop_aside()  # -x, --maxfail: nothing more runs beside pytest
         for found in item.stash.get(FOUND_AT_RUN, ()):
             reports = runtestprotocol(found, nextitem=nextitem, log=False)
             if hasattr(config, "workeroutput"):

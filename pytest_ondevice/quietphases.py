@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from .config.options import stops_at_a_failure
+
 # plugins of pytest's own that implement pytest_runtest_setup/call/teardown
 BUILTIN_PHASE_PLUGINS = frozenset(
     {"runner", "skipping", "capturemanager", "logging-plugin", "threadexception", "unraisableexception", "nose"}
@@ -22,7 +24,7 @@ BUILTIN_PHASE_PLUGINS = frozenset(
 QUIET = ("capturemanager", "logging-plugin")  # what a settled case's phases go without
 PHASES = ("pytest_runtest_setup", "pytest_runtest_call", "pytest_runtest_teardown")
 QUIET_PHASES_KEY = pytest.StashKey["dict[str, Any] | None"]()
-LOUD_OPTIONS = ("usepdb", "trace", "setupshow", "setuponly", "stepwise")
+LOUD_OPTIONS = ("usepdb", "trace", "setupshow", "setuponly")
 
 
 def phase_callers(config: pytest.Config) -> dict[str, Any] | None:
@@ -43,7 +45,7 @@ def quiet_callers(item: pytest.Item, nextitem: pytest.Item | None, verdict_in_ha
     callers = config.stash.get(QUIET_PHASES_KEY, None)
     if not verdict_in_hand or callers is None:
         return None
-    if config.getoption("maxfail", 0) or any(config.getoption(name, False) for name in LOUD_OPTIONS):
+    if stops_at_a_failure(config) or any(config.getoption(name, False) for name in LOUD_OPTIONS):
         return None
     if nextitem is None or nextitem.parent is not item.parent:
         return None

@@ -245,8 +245,8 @@ class OnDeviceSession:
             self._side.reach(spec.key)
 
     def stop_aside(self) -> None:
-        """pytest runs no more items (the session's end, -x, --maxfail): nothing more runs
-        beside it, and what ran is counted before the summary."""
+        """pytest runs no more items: nothing more runs beside it, and what ran is counted
+        before the summary."""
         if self._side is not None:
             self._side.stop()
 
@@ -301,7 +301,8 @@ class OnDeviceSession:
             result = self._runs[spec.key].result()
         else:
             result = sideruns.RUN_HERE
-        if result is sideruns.RUN_HERE:  # not queued ahead (live output, xdist worker): run it here and now
+        # not queued ahead (live output, xdist worker), or handed back by the side process: run it here and now
+        if result is sideruns.RUN_HERE:
             result = self._run_here(spec)
         with self._lock:
             fresh = spec.key not in self._consumed

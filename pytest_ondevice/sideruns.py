@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import logging.handlers
 import os
 import pickle
 import secrets
 import select
 import signal
 import struct
+import sys
 import threading
 import time
 import traceback
@@ -35,6 +37,7 @@ from typing import Any
 
 from .binaries import BinaryResult, BinarySpec
 from .transports._proc import kill_tagged
+from .transports.contract import signal_name
 
 RUN_HERE = object()  # what outcome() gives for a binary pytest's process must run itself
 _PENDING = object()
@@ -305,8 +308,9 @@ def _child(specs, run, counters, on_stop, end, results_fd: int, commands_fd: int
         on_stop()
 
     threading.Thread(target=watch, daemon=True).start()
-    records: list[logging.LogRecord] = []
-    logging.root.handlers[:] = [_Keep(records)]  # the parent's handlers get them through the pipe
+    keep = logging.handlers.BufferingHandler(sys.maxsize)  # never flushed: sent with each result
+    records = keep.buffer
+    logging.root.handlers[:] = [keep]  # the parent's handlers get them through the pipe
     before = counters()
     with os.fdopen(results_fd, "wb") as pipe:
 
@@ -330,26 +334,14 @@ def _child(specs, run, counters, on_stop, end, results_fd: int, commands_fd: int
             kept = [_portable(r) for r in records]
             records.clear()
             try:
-                frame = pickle.dumps((_DONE, index, (outcome, delta, kept)), pickle.HIGHEST_PROTOCOL)
-            except Exception as e:
-                error = SideRunError(f"the result of {spec.rel} could not be handed back: {e!r}")
-                frame = pickle.dumps((_DONE, index, (error, delta, [])), pickle.HIGHEST_PROTOCOL)
-            try:
-                pipe.write(_FRAME.pack(len(frame)) + frame)
-                pipe.flush()
+                send(_DONE, index, (outcome, delta, kept))
             except BrokenPipeError:
                 return
+            except Exception as e:  # the result did not pickle (nothing was written)
+                error = SideRunError(f"the result of {spec.rel} could not be handed back: {e!r}")
+                send(_DONE, index, (error, delta, []))
         with contextlib.suppress(Exception):
             send(_END, -1, end())
-
-
-class _Keep(logging.Handler):
-    def __init__(self, into: list[logging.LogRecord]) -> None:
-        super().__init__()
-        self._into = into
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self._into.append(record)
 
 
 def _portable(record: logging.LogRecord) -> logging.LogRecord:
@@ -392,7 +384,7 @@ def _how_it_ended(status: int | None) -> str:
     if status is None or status < 0:
         return "how is not known"
     if os.WIFSIGNALED(status):
-        return f"killed by {signal.Signals(os.WTERMSIG(status)).name}"
+        return f"killed by {signal_name(os.WTERMSIG(status))}"
     return f"exit status {os.WEXITSTATUS(status)}"
 
 

@@ -24,3 +24,8 @@ def ini_path(config: pytest.Config, name: str, env: str | None = None) -> Path |
         return None
     base = config.inipath.parent if config.inipath else config.rootpath
     return (base / os.path.expanduser(value)).resolve()
+
+
+def stops_at_a_failure(config: pytest.Config) -> bool:
+    """-x, --maxfail, --stepwise: a failure may end the session in its own teardown."""
+    return bool(config.getoption("maxfail", 0) or config.getoption("stepwise", False))
