@@ -308,6 +308,10 @@ def _live_writer(config: pytest.Config):
     return write
 
 
+def _quiet(finished: bool, progress: tuple[int, int, str] | None = None) -> None:
+    """No terminal: no progress line."""
+
+
 class BuildProgress:
     """On a terminal, one line rewritten in place (done of asked, current file); in a CI log,
     a line every LOG_EVERY seconds and one at the end; nothing for a warm rerun."""
@@ -317,13 +321,13 @@ class BuildProgress:
 
     def __init__(self, tr, builder) -> None:
         self.tr = tr
-        self.builder = builder
+        self.builder = builder  # its progress(), unless the side process's builds tell theirs
         self.started = time.monotonic()
         self.shown = False
         self.logged = -self.LOG_EVERY
 
-    def __call__(self, finished: bool) -> None:
-        done, asked, current = self.builder.progress()
+    def __call__(self, finished: bool, progress: tuple[int, int, str] | None = None) -> None:
+        done, asked, current = progress or self.builder.progress()
         elapsed = time.monotonic() - self.started
         if not self.shown and (finished or elapsed < self.QUIET_FOR):
             return
@@ -398,16 +402,18 @@ class OnDevicePlugin:
             return  # listing tests builds nothing
         if session.testsfailed and not session.config.option.continue_on_collection_errors:
             return  # pytest stops before the first test: nothing to build or run for
-        ondevice.prebuild(list(specs.values()))
-        if ondevice.live is None and _runs_tests_here(session.config):
-            ondevice.run_ahead(list(specs.values()))  # live output stays in step with the items
         tr = session.config.pluginmanager.get_plugin("terminalreporter")
-        if tr is not None and specs:
-            ondevice.wait_for_builds(BuildProgress(tr, ondevice.builder))
+        here = list(specs.values())  # built (and run) in pytest's own process
+        runs = ondevice.live is None and _runs_tests_here(session.config)  # live output stays in step with the items
         # under -x and the like, no binary after the failure that stops the session may have run
         aside = not on_device and not stops_at_a_failure(session.config) and not _conftest_prepares(session.config)
-        if ondevice.live is None and _runs_tests_here(session.config) and aside:
-            ondevice.run_aside([spec for key, spec in specs.items() if key not in marked])
+        if runs and aside:
+            here = ondevice.run_aside(here, marked, BuildProgress(tr, ondevice.builder) if tr else _quiet)
+        ondevice.prebuild(here)
+        if runs:
+            ondevice.run_ahead(here)
+        if tr is not None and here:
+            ondevice.wait_for_builds(BuildProgress(tr, ondevice.builder))
 
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         if not config.getoption("bench_only", False):

@@ -40,6 +40,8 @@ from .transports import InfrastructureError
 from .unusable import device_unusable, skip_all
 
 DEFAULT_TIMEOUT = 60.0
+BUILDING, GO, BUILT = "building", "go", "built"  # what the side process tells of its builds
+CACHE_COUNTS = ("hits", "misses", "damaged", "uncached", "untrusted")  # the build store's, in the summary
 NONCE_LINE_SYMBOL = "ondevice_nonce_line"  # micro_test.h's
 T = TypeVar("T")
 
@@ -215,20 +217,27 @@ class OnDeviceSession:
         pool = self._pool("run", spec.board, slots)
         return self._started(self._runs, spec.key, lambda: pool.submit(self._build_and_run, spec))
 
-    def run_aside(self, specs: list[BinarySpec]) -> None:
-        """A local board's runs, in item order, in a forked process of their own (sideruns.py),
-        while pytest reports the cases of those already run. Only once every build is done
-        and nothing runs ahead on a thread: this process then has no thread of ours to lose
-        in the fork. Runs a feature keeps in this process's memory (coverage counts) stay."""
-        specs = [s for s in specs if s.key not in self._runs and not self.devices.runs_ahead(s.board)]
-        if not specs or self._run_pools or self.settings.coverage or not self.settings.side_process:
-            return
-        if self._side is not None or not all(f.done() for f in self._builds.values()):
-            return
-        self._build_pool.shutdown(wait=True)  # its threads end: a fork copies none of them
+    def run_aside(
+        self, specs: list[BinarySpec], keep: set, report: Callable[[bool, tuple[int, int, str]], None]
+    ) -> list[BinarySpec]:
+        """A local board's binaries, checked or built and run in item order in a forked
+        process of their own (sideruns.py) while pytest reports the cases of those already
+        run; the specs left to this process are returned (those whose keys are in keep, or
+        all). Forked before any build, so this process has no thread of ours to lose in the
+        fork. pytest waits for the builds only while a compiler runs (report(finished,
+        progress) shows them), never for the check of a warm cache. Not for runs a feature
+        keeps in this process's memory (coverage counts), nor beside runs ahead on threads."""
+        if not specs or self.settings.coverage or not self.settings.side_process or self._side is not None:
+            return specs
+        if self._builds or self._run_pools or any(self.devices.runs_ahead(s.board) for s in specs):
+            return specs
+        aside = [s for s in specs if s.key not in keep]
+        if not aside:
+            return specs
+        self._build_pool.shutdown(wait=True)  # no thread of its own yet; none may start now
         built = self.builder.stats.exported()
         self._side = sideruns.start(
-            specs,
+            aside,
             self._build_and_run,
             self._counters,
             self._stop_runs,
@@ -236,8 +245,47 @@ class OnDeviceSession:
             self._side_counted,
             end=lambda: _new_keys(self.builder.stats.exported(), built),
             on_end=self.builder.stats.merge,
+            prepare=lambda tell: self._prepare_aside(aside, tell),
         )
         self._new_threads()
+        if self._side is None:
+            return specs
+
+        def shown(told: tuple) -> bool:
+            *progress, state = told
+            report(state != BUILDING, tuple(progress))
+            return state != BUILDING
+
+        self._side.wait_prepared(shown)
+        return [s for s in specs if s.key in keep]
+
+    def _prepare_aside(self, specs: list[BinarySpec], tell: Callable[[tuple], None]) -> None:
+        """In the side process: every build started, and pytest told when it may go on: at
+        once for a warm cache (the first binary checked and no compiler run), else once every
+        build is done, with the progress meanwhile. A compiler run later (another binary's
+        source changed) is waited for by the item that needs it. cargo is not counted in
+        tools_started: a session with a crate waits for all."""
+        self.prebuild(specs)
+        futures = [self._build_future(s) for s in specs]
+        cargo = any(s.crate is not None for s in specs)
+
+        def watch() -> None:
+            state, pending = BUILDING, futures[:1]
+            try:
+                while state == BUILDING:
+                    wait(pending, timeout=0.25)
+                    compiling = cargo or self.builder.tools_started > 0
+                    if not compiling and futures[0].done():
+                        state = GO
+                    elif all(f.done() for f in futures):
+                        state = BUILT
+                    tell((*self.builder.progress(), state))
+                    pending = futures if compiling else futures[:1]
+            except BaseException:
+                tell((0, 0, "", BUILT))  # never leave pytest waiting; the runs report any error
+                raise
+
+        threading.Thread(target=watch, daemon=True).start()
 
     def reach(self, spec: BinarySpec) -> None:
         """pytest has come to the binary's items: the side process may run the next few."""
@@ -258,22 +306,21 @@ class OnDeviceSession:
 
     def _stop_runs(self) -> None:
         self.stopping.set()
+        self.builder.stop()  # the side process's compilers too
         self.devices.stop()
 
     def _counters(self) -> tuple[int, ...]:
-        """What a run counts that the summary shows: the side process sends each change."""
+        """What a run or a build counts that the summary shows: the side process sends each change."""
         cache = self.builder.store.stats
-        return (self.runs, self.pushed, self.push_skipped, cache.damaged, cache.uncached, cache.untrusted)
+        return (self.runs, self.pushed, self.push_skipped, *(getattr(cache, name) for name in CACHE_COUNTS))
 
     def _side_counted(self, delta: tuple[int, ...]) -> None:
         with self._lock:
-            cache = self.builder.store.stats
             self.runs += delta[0]
             self.pushed += delta[1]
             self.push_skipped += delta[2]
-            cache.damaged += delta[3]
-            cache.uncached += delta[4]
-            cache.untrusted += delta[5]
+        for name, n in zip(CACHE_COUNTS, delta[3:], strict=True):
+            self.builder.store.stats.count(name, n)
 
     def side_note(self) -> str | None:
         """Why some binaries ran in pytest's own process after all: said in the summary."""

@@ -11,7 +11,9 @@ and hands each result back through a pipe, in item order.
   neither under -x, --maxfail or --stepwise nor when a conftest hooks around each test:
   see hooks.py.)
 - Forked only while this process has one thread: a fork copies the calling thread alone,
-  so a lock another thread held would stay held in the child for good.
+  so a lock another thread held would stay held in the child for good. So it is forked
+  before the builds, and checks and builds them itself (`prepare`): pytest waits for that
+  only while a compiler runs, never for the check of a warm cache.
 - The child never returns into pytest: it runs what it was given, then `os._exit`s.
 - Its binaries carry a tag in their environment, so that one it was running when it died
   is found and killed; the binary is then run again in pytest's process, as a rerun.
@@ -44,7 +46,7 @@ _PENDING = object()
 AHEAD = 16  # binaries the child may run beyond the one pytest has reached
 TAG = "ONDEVICE_SIDE_RUN"  # in the environment of every binary the child starts
 _FRAME = struct.Struct("!I")
-_STARTED, _DONE, _END = 0, 1, 2
+_STARTED, _DONE, _END, _PREPARED = 0, 1, 2, 3
 
 
 class SideRunError(Exception):
@@ -86,7 +88,18 @@ class SideRuns:
         self._why: str | None = None  # why (for the summary)
         self._stopped = False
         self._status: int | None = None
+        self._prepared: list[Any] = []  # what prepare() told, not yet read
         self._lock = threading.RLock()
+
+    def wait_prepared(self, until: Callable[[Any], bool]) -> None:
+        """Read what the child's prepare() tells until until(it) is true, or the child ends."""
+        while True:
+            while self._prepared:
+                if until(self._prepared.pop(0)):
+                    return
+            if self._eof:
+                return
+            self._pump(block=True)
 
     def holds(self, key: object) -> bool:
         return key in self._index
@@ -199,13 +212,16 @@ class SideRuns:
             start = end
             if kind == _STARTED:
                 self._started = index
+            elif kind == _PREPARED:
+                self._prepared.append(payload)
             elif kind == _DONE:
                 outcome, delta, records = payload
                 self._on_counts(delta)
                 self._slots[index] = _Raised(outcome) if isinstance(outcome, BaseException) else outcome
                 self._records[index] = records
             else:
-                self._on_end(payload)
+                self._on_end(payload[0])
+                self._on_counts(payload[1])
         del buffer[:start]
 
     def _cut_short(self, why: str | None) -> None:
@@ -257,10 +273,12 @@ def start(
     on_counts: Callable[[tuple[int, ...]], None],
     end: Callable[[], Any] = lambda: None,
     on_end: Callable[[Any], None] = lambda payload: None,
+    prepare: Callable[[Callable[[Any], None]], None] = lambda tell: None,
 ) -> SideRuns | None:
     """Fork the child that runs specs in order; None when this process has other threads.
 
-    In the child: after_fork() first (fresh pools and locks), run(spec) for each, on_stop()
+    In the child: after_fork() first (fresh pools and locks), then prepare(tell), whose
+    tell(x) (from any thread) the parent reads with wait_prepared(); run(spec) for each, on_stop()
     when the parent closes its end (the session is over, or pytest died), end() last, its
     value handed to on_end() here. on_counts() gets what each run changed of counters()."""
     if threading.active_count() != 1:
@@ -276,7 +294,7 @@ def start(
             os.close(commands_w)
             os.environ[TAG] = tag
             after_fork()
-            _child(specs, run, counters, on_stop, end, results_w, commands_r)
+            _child(specs, run, counters, on_stop, end, prepare, results_w, commands_r)
             code = 0
         finally:
             os._exit(code)
@@ -285,7 +303,7 @@ def start(
     return SideRuns(pid, [s.key for s in specs], results_r, commands_w, tag, on_counts, on_end)
 
 
-def _child(specs, run, counters, on_stop, end, results_fd: int, commands_fd: int) -> None:  # pragma: no cover
+def _child(specs, run, counters, on_stop, end, prepare, results_fd: int, commands_fd: int) -> None:  # pragma: no cover
     # Ctrl-C, a closed terminal's SIGHUP and a CI's SIGTERM to the process group reach it
     # too: the parent decides, and closes the pipe, after which the run here is stopped
     # (its binary's group killed). Handlers, not SIG_IGN, which the binaries would inherit.
@@ -312,12 +330,20 @@ def _child(specs, run, counters, on_stop, end, results_fd: int, commands_fd: int
     records = keep.buffer
     logging.root.handlers[:] = [keep]  # the parent's handlers get them through the pipe
     before = counters()
+    writing = threading.Lock()  # prepare's threads tell the parent too
     with os.fdopen(results_fd, "wb") as pipe:
 
         def send(kind: int, index: int, payload: Any) -> None:
             frame = pickle.dumps((kind, index, payload), pickle.HIGHEST_PROTOCOL)
-            pipe.write(_FRAME.pack(len(frame)) + frame)
-            pipe.flush()
+            with writing:
+                pipe.write(_FRAME.pack(len(frame)) + frame)
+                pipe.flush()
+
+        def tell(payload: Any) -> None:
+            with contextlib.suppress(OSError, ValueError):  # the parent stopped reading: it stops us too
+                send(_PREPARED, -1, payload)
+
+        prepare(tell)
 
         for index, spec in enumerate(specs):
             with changed:
@@ -340,8 +366,8 @@ def _child(specs, run, counters, on_stop, end, results_fd: int, commands_fd: int
             except Exception as e:  # the result did not pickle (nothing was written)
                 error = SideRunError(f"the result of {spec.rel} could not be handed back: {e!r}")
                 send(_DONE, index, (error, delta, []))
-        with contextlib.suppress(Exception):
-            send(_END, -1, end())
+        with contextlib.suppress(Exception):  # with what was counted since the last result (builds)
+            send(_END, -1, (end(), tuple(a - b for a, b in zip(counters(), before, strict=True))))
 
 
 def _portable(record: logging.LogRecord) -> logging.LogRecord:

@@ -33,21 +33,40 @@ def test_results_come_back_in_order_with_what_each_run_counted_and_the_end():
     ran = []
     counts = []
     ended = []
+    late = []  # counted after the last result (a build of a binary never run)
 
     def run(spec):
         ran.append(spec.rel)
         return {"rel": spec.rel, "pid": os.getpid()}
 
     side = _start(
-        run, counters=lambda: (len(ran),), on_counts=counts.append, end=lambda: len(ran), on_end=ended.append
+        run,
+        counters=lambda: (len(ran) + len(late),),
+        on_counts=counts.append,
+        end=lambda: late.append(1) or len(ran),
+        on_end=ended.append,
     )
     got = _outcomes(side)
     side.stop()
     assert [r["rel"] for r in got] == [s.rel for s in SPECS]
     assert {r["pid"] for r in got} == {side.pid} != {os.getpid()}  # run in the child
-    assert counts == [(1,)] * len(SPECS)  # each result brings what its run added
+    assert counts == [(1,)] * len(SPECS) + [(1,)]  # each result brings what its run added; the end the rest
     assert ended == [len(SPECS)]  # the child's last word, read before stop() returns
     assert side.note() is None
+
+
+def test_what_prepare_tells_reaches_the_parent_before_the_results():
+    def prepare(tell):  # in the child, before its first run
+        tell(("building", 1))
+        threading.Thread(target=lambda: tell(("go", 2))).start()  # from any thread
+
+    told = []
+    side = _start(lambda spec: spec.rel, prepare=prepare)
+    side.wait_prepared(lambda t: told.append(t) or t[0] == "go")
+    assert told == [("building", 1), ("go", 2)]
+    assert _outcomes(side) == [s.rel for s in SPECS]
+    side.stop()
+    side.wait_prepared(lambda t: pytest.fail(f"told again: {t}"))  # the child has ended: returns at once
 
 
 def test_it_runs_only_a_few_binaries_beyond_the_one_pytest_has_reached(tmp_path):
@@ -211,6 +230,44 @@ def test_the_binaries_run_beside_pytest_unless_the_ini_says_not_to(project, side
         assert len(parents) == 1 and pytest_pid not in parents, (pytest_pid, parents)
     else:
         assert parents == {pytest_pid}
+
+
+CHECKED_BY = """
+    import os
+    from pytest_ondevice.build import builder
+
+    _binary = builder.Builder.binary
+
+    def binary(self, *args, **kwargs):
+        with open("checked-by", "a") as f:
+            f.write(f"{os.getpid()}\\n")
+        return _binary(self, *args, **kwargs)
+
+    builder.Builder.binary = binary
+"""
+
+
+def test_the_side_process_checks_and_builds_its_binaries_and_an_edit_is_built(project):
+    """pytest's process goes on to the items while the side process checks a warm cache;
+    the one binary whose source changed is compiled there, and run as it is now."""
+    for i in range(3):
+        project.write(f"p{i}_test.c", PARENT)
+    project.write("conftest.py", PYTEST_PID)
+    project.write("checkedby.py", CHECKED_BY)
+
+    def run():
+        return project.pytester.runpytest_subprocess("--board=host", "-p", "no:cacheprovider", "-p", "checkedby")
+
+    run().assert_outcomes(passed=3)  # cold
+    (project.path / "checked-by").unlink()
+    project.write("p2_test.c", PARENT.replace("started by", "edited, started by"))
+    result = run()
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["ondevice build: 1 compiled, * reused; 1 linked, 2 reused; 3 binaries run*"])
+    pytest_pid = int((project.path / "pytest.pid").read_text())
+    checked_by = set((project.path / "checked-by").read_text().split())
+    assert len(checked_by) == 1 and str(pytest_pid) not in checked_by, (pytest_pid, checked_by)
+    assert "edited, started by" in (project.path / "_build/host/logs/p2_test.c.log").read_text()
 
 
 KILL_THE_SIDE = PYTEST_PID + """

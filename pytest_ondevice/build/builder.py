@@ -191,6 +191,7 @@ class Builder:
         self._requested: set[tuple] = set()
         self._finished: set[tuple] = set()
         self._planned: set[tuple] = set()  # what the selected binaries will compile, known up front
+        self.tools_started = 0  # compilers, archivers and linkers run: none for a warm cache
         self._current = ""
         self.model_sizes: dict[tuple[str, str], aot.ModelSizes] = {}  # (board, model): what it takes
         try:
@@ -888,6 +889,7 @@ class Builder:
                 with self._lock:
                     if self._closed:
                         raise BuildError(f"{what} not started: the session is ending")
+                    self.tools_started += 1
                     proc = subprocess.Popen(
                         argv,
                         stdout=subprocess.PIPE,
