@@ -20,7 +20,7 @@ if MODE == "replay":
     _kept = pickle.loads(FILE.read_bytes())
     runner.OnDeviceSession._build_and_run = lambda self, spec: _kept[str(spec.key)]
     runner.OnDeviceSession._build = lambda self, spec: _kept[str(spec.key)].artifact
-    runner.OnDeviceSession.run_aside = lambda self, specs, keep, report: specs  # handed out here, in pytest's process
+    runner.OnDeviceSession.run_aside = lambda self, specs, keep, progress: specs  # handed out here, in pytest's process
 elif MODE == "record":
     _result = runner.OnDeviceSession.result  # where results arrive, from the side process too
 

@@ -408,7 +408,7 @@ class OnDevicePlugin:
         # under -x and the like, no binary after the failure that stops the session may have run
         aside = not on_device and not stops_at_a_failure(session.config) and not _conftest_prepares(session.config)
         if runs and aside:
-            here = ondevice.run_aside(here, marked, BuildProgress(tr, ondevice.builder) if tr else _quiet)
+            here = ondevice.run_aside(here, marked, lambda: BuildProgress(tr, ondevice.builder) if tr else _quiet)
         ondevice.prebuild(here)
         if runs:
             ondevice.run_ahead(here)

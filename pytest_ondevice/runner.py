@@ -40,7 +40,7 @@ from .transports import InfrastructureError
 from .unusable import device_unusable, skip_all
 
 DEFAULT_TIMEOUT = 60.0
-BUILDING, GO, BUILT = "building", "go", "built"  # what the side process tells of its builds
+BUILDING, BUILT, GO = "building", "built", "go"  # what the side process tells of its builds
 CACHE_COUNTS = ("hits", "misses", "damaged", "uncached", "untrusted")  # the build store's, in the summary
 NONCE_LINE_SYMBOL = "ondevice_nonce_line"  # micro_test.h's
 T = TypeVar("T")
@@ -87,6 +87,9 @@ class OnDeviceSession:
         self._runs: dict[tuple[str, Path], Future] = {}  # queued ahead on a thread
         self._here: dict[tuple[str, Path], Future] = {}  # run when first read
         self._side: sideruns.SideRuns | None = None
+        self._side_progress: Callable[[], Callable[[bool, tuple[int, int, str]], None]] = lambda: lambda *a: None
+        self._side_going = False  # pytest may go on to the items: told by the side process
+        self._side_built: set[tuple[str, Path]] = set()  # the binaries it has built or checked
         self._run_pools: dict[tuple[str, str], ThreadPoolExecutor] = {}  # (run|push, board)
         self._consumed: set[tuple[str, Path]] = set()
         self.stopping = threading.Event()  # set at session end: queued and running runs stop
@@ -218,15 +221,15 @@ class OnDeviceSession:
         return self._started(self._runs, spec.key, lambda: pool.submit(self._build_and_run, spec))
 
     def run_aside(
-        self, specs: list[BinarySpec], keep: set, report: Callable[[bool, tuple[int, int, str]], None]
+        self, specs: list[BinarySpec], keep: set, progress: Callable[[], Callable[[bool, tuple[int, int, str]], None]]
     ) -> list[BinarySpec]:
         """A local board's binaries, checked or built and run in item order in a forked
         process of their own (sideruns.py) while pytest reports the cases of those already
         run; the specs left to this process are returned (those whose keys are in keep, or
         all). Forked before any build, so this process has no thread of ours to lose in the
-        fork. pytest waits for the builds only while a compiler runs (report(finished,
-        progress) shows them), never for the check of a warm cache. Not for runs a feature
-        keeps in this process's memory (coverage counts), nor beside runs ahead on threads."""
+        fork. pytest waits for the builds only while a compiler runs, with a progress()
+        line, never for the check of a warm cache. Not for runs a feature keeps in this
+        process's memory (coverage counts), nor beside runs ahead on threads."""
         if not specs or self.settings.coverage or not self.settings.side_process or self._side is not None:
             return specs
         if self._builds or self._run_pools or any(self.devices.runs_ahead(s.board) for s in specs):
@@ -250,47 +253,74 @@ class OnDeviceSession:
         self._new_threads()
         if self._side is None:
             return specs
-
-        def shown(told: tuple) -> bool:
-            *progress, state = told
-            report(state != BUILDING, tuple(progress))
-            return state != BUILDING
-
-        self._side.wait_prepared(shown)
+        self._side_progress = progress
+        self._await_side(lambda: self._side_going)
         return [s for s in specs if s.key in keep]
 
+    def _await_side(self, until: Callable[[], bool]) -> None:
+        """Read what the side process tells of its builds until until(), showing their progress."""
+        side = self._side
+        assert side is not None
+        report = self._side_progress()
+        latest = (0, 0, "")
+
+        def heard(told: tuple) -> bool:
+            nonlocal latest
+            latest = self._heard(told)
+            if until():
+                report(True, latest)
+                return True
+            report(False, latest)
+            return False
+
+        if not until():
+            side.wait_prepared(heard)
+
+    def _heard(self, told: tuple) -> tuple[int, int, str]:
+        """One message of the side process's builds filed; its progress figures returned."""
+        kind, key, progress = told
+        if kind == GO:
+            self._side_going = True
+        elif kind == BUILT:
+            self._side_built.add(key)
+        return progress
+
     def _prepare_aside(self, specs: list[BinarySpec], tell: Callable[[tuple], None]) -> None:
-        """In the side process: every build started, and pytest told when it may go on: at
-        once for a warm cache (the first binary checked and no compiler run), else once every
-        build is done, with the progress meanwhile. A compiler run later (another binary's
-        source changed) is waited for by the item that needs it. cargo is not counted in
-        tools_started: a session with a crate waits for all."""
+        """In the side process: every build started, and pytest told of each binary built,
+        and when it may go on to the items (GO): at once for a warm cache (the first binary
+        checked and no compiler run), else once every build is done, with the progress
+        meanwhile. Later, pytest waits between two items for a binary not built yet: a build
+        is never part of a test's time. cargo is not counted in tools_started: a session with
+        a crate waits for all its builds."""
         self.prebuild(specs)
         futures = [self._build_future(s) for s in specs]
+        for spec, fut in zip(specs, futures, strict=True):
+            fut.add_done_callback(lambda _, key=spec.key: tell((BUILT, key, self.builder.progress())))
         cargo = any(s.crate is not None for s in specs)
 
         def watch() -> None:
-            state, pending = BUILDING, futures[:1]
             try:
-                while state == BUILDING:
-                    wait(pending, timeout=0.25)
-                    compiling = cargo or self.builder.tools_started > 0
-                    if not compiling and futures[0].done():
-                        state = GO
-                    elif all(f.done() for f in futures):
-                        state = BUILT
-                    tell((*self.builder.progress(), state))
-                    pending = futures if compiling else futures[:1]
-            except BaseException:
-                tell((0, 0, "", BUILT))  # never leave pytest waiting; the runs report any error
-                raise
+                while not all(f.done() for f in futures):
+                    if not cargo and self.builder.tools_started == 0 and futures[0].done():
+                        break
+                    tell((BUILDING, None, self.builder.progress()))
+                    wait(futures if futures[0].done() else futures[:1], timeout=0.25)
+            finally:  # never leave pytest waiting: the runs report any error
+                tell((GO, None, self.builder.progress()))
 
         threading.Thread(target=watch, daemon=True).start()
 
     def reach(self, spec: BinarySpec) -> None:
-        """pytest has come to the binary's items: the side process may run the next few."""
-        if self._side is not None:
-            self._side.reach(spec.key)
+        """pytest has come to the binary's items: the side process may run the next few. A
+        binary it has not built yet (its source changed) is waited for here, between two
+        items, never in one."""
+        side = self._side
+        if side is None or not side.reach(spec.key):
+            return
+        for told in side.told():
+            self._heard(told)
+        if spec.key not in self._side_built and not side.ready(spec.key):
+            self._await_side(lambda: spec.key in self._side_built)
 
     def stop_aside(self) -> None:
         """pytest runs no more items: nothing more runs beside it, and what ran is counted

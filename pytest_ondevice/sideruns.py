@@ -104,13 +104,22 @@ class SideRuns:
     def holds(self, key: object) -> bool:
         return key in self._index
 
-    def reach(self, key: object) -> None:
-        """pytest has come to this binary's items: the child may run up to AHEAD beyond it."""
+    def reach(self, key: object) -> bool:
+        """pytest has come to this binary's items: the child may run up to AHEAD beyond it.
+        True the first time."""
         index = self._index.get(key, -1)
-        if index > self._reached:
-            self._reached = index
-            with contextlib.suppress(OSError):
-                os.write(self._commands, _FRAME.pack(index))
+        if index <= self._reached:
+            return False
+        self._reached = index
+        with contextlib.suppress(OSError):
+            os.write(self._commands, _FRAME.pack(index))
+        return True
+
+    def told(self) -> list[Any]:
+        """What prepare() has told since last asked, without waiting."""
+        self._pump(block=False)
+        told, self._prepared = self._prepared, []
+        return told
 
     def ready(self, key: object) -> bool:
         """Whether the binary's result is here: outcome() will neither wait nor say RUN_HERE."""

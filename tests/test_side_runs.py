@@ -270,6 +270,57 @@ def test_the_side_process_checks_and_builds_its_binaries_and_an_edit_is_built(pr
     assert "edited, started by" in (project.path / "_build/host/logs/p2_test.c.log").read_text()
 
 
+TRIVIAL = """
+    #include "micro_test.h"
+    TF_LITE_MICRO_TESTS_BEGIN
+    TF_LITE_MICRO_TEST(Trivial) { TF_LITE_MICRO_EXPECT_EQ(1, 1); }
+    TF_LITE_MICRO_TESTS_END
+"""
+SLOW_FOR_AN_EDIT = """#!/bin/sh
+# a compiler that takes 1.5 s for a source marked EDITED, and notes when it is done
+for a in "$@"; do
+  case "$a" in *.c) if grep -q EDITED "$a" 2>/dev/null; then sleep 1.5; date +%s.%N > compiled-at; fi;; esac
+done
+exec cc "$@"
+"""
+FIRST_CASE = """
+    import os, time
+    def pytest_runtest_logstart(nodeid, location):
+        if not os.path.exists("first-case-at"):
+            open("first-case-at", "w").write(repr(time.time()))
+"""
+
+
+def test_a_binary_built_while_pytest_reports_is_waited_for_between_two_items_never_in_one(project, monkeypatch):
+    """A warm cache lets pytest go on to the items at once; the one binary whose source
+    changed is compiled meanwhile, and pytest waits for it before that binary's first
+    case, so the compile is no part of the case's time."""
+    wrapper = project.write("slowcc", SLOW_FOR_AN_EDIT)
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("CC", str(wrapper))
+    for i in range(20):  # the edited one last: the first is checked long before its compile starts
+        project.write(f"p{i:02d}_test.c", TRIVIAL)
+    project.write("firstcase.py", FIRST_CASE)
+
+    def run():
+        args = ("--board=host", "-p", "no:cacheprovider", "-p", "firstcase", "--junitxml=j.xml")
+        return project.pytester.runpytest_subprocess(*args)
+
+    run().assert_outcomes(passed=20)
+    (project.path / "first-case-at").unlink()
+    project.write("p19_test.c", "/* EDITED */\n" + TRIVIAL)
+    result = run()
+    result.assert_outcomes(passed=20)
+    result.stdout.fnmatch_lines(["ondevice build: 1 compiled, * reused; 1 linked, 19 reused; 20 binaries run*"])
+    first_case = float((project.path / "first-case-at").read_text())
+    compiled = float((project.path / "compiled-at").read_text())
+    assert first_case < compiled - 0.5, "pytest waited for the compile before the first case"
+    import xml.etree.ElementTree as ET
+
+    times = {c.get("classname"): float(c.get("time")) for c in ET.parse(project.path / "j.xml").iter("testcase")}
+    assert max(times.values()) < 1.0, times  # the 1.5 s compile went to no case
+
+
 KILL_THE_SIDE = PYTEST_PID + """
     import signal
     from pathlib import Path
