@@ -367,7 +367,7 @@ class OnDevicePlugin:
         time that grows with every build (50,000 files for a 1,000-binary suite)."""
         if self.own_dirs is None:
             ondevice = config.stash[SESSION_KEY]
-            self.own_dirs = own_dirs(config.rootpath, ondevice.settings, ondevice.registry.names())
+            self.own_dirs = own_dirs(config.rootpath, ondevice.settings, ondevice.registry.names(include_abstract=True))
         return True if collection_path in self.own_dirs else None
 
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:

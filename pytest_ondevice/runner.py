@@ -41,6 +41,7 @@ from .unusable import device_unusable, skip_all
 
 DEFAULT_TIMEOUT = 60.0
 BUILDING, BUILT, GO = "building", "built", "go"  # what the side process tells of its builds
+FIRST_ALONE = 0.05  # seconds the side process checks its first binary before the others
 CACHE_COUNTS = ("hits", "misses", "damaged", "uncached", "untrusted")  # the build store's, in the summary
 NONCE_LINE_SYMBOL = "ondevice_nonce_line"  # micro_test.h's
 T = TypeVar("T")
@@ -292,6 +293,9 @@ class OnDeviceSession:
         meanwhile. Later, pytest waits between two items for a binary not built yet: a build
         is never part of a test's time. cargo is not counted in tools_started: a session with
         a crate waits for all its builds."""
+        # the first alone for a moment: whether pytest may go on waits on it, and four
+        # threads checking at once take three times as long each (the interpreter lock)
+        wait([self._build_future(specs[0])], timeout=FIRST_ALONE)
         self.prebuild(specs)
         futures = [self._build_future(s) for s in specs]
         for spec, fut in zip(specs, futures, strict=True):
