@@ -295,24 +295,31 @@ class OnDeviceSession:
         a crate waits for all its builds."""
         # the first alone for a moment: whether pytest may go on waits on it, and four
         # threads checking at once take three times as long each (the interpreter lock)
-        wait([self._build_future(specs[0])], timeout=FIRST_ALONE)
+        first = self._build_future(specs[0])
+        wait([first], timeout=FIRST_ALONE)
+        cargo = any(s.crate is not None for s in specs)
+
+        def warm() -> bool:
+            return not cargo and self.builder.tools_started == 0 and first.done()
+
+        going = warm()
+        if going:  # before the others are even planned (at 10,000 binaries, half a second)
+            tell((GO, None, self.builder.progress()))
         self.prebuild(specs)
         futures = [self._build_future(s) for s in specs]
         for spec, fut in zip(specs, futures, strict=True):
             fut.add_done_callback(lambda _, key=spec.key: tell((BUILT, key, self.builder.progress())))
-        cargo = any(s.crate is not None for s in specs)
 
         def watch() -> None:
             try:
-                while not all(f.done() for f in futures):
-                    if not cargo and self.builder.tools_started == 0 and futures[0].done():
-                        break
+                while not all(f.done() for f in futures) and not warm():
                     tell((BUILDING, None, self.builder.progress()))
-                    wait(futures if futures[0].done() else futures[:1], timeout=0.25)
+                    wait(futures if first.done() else [first], timeout=0.25)
             finally:  # never leave pytest waiting: the runs report any error
                 tell((GO, None, self.builder.progress()))
 
-        threading.Thread(target=watch, daemon=True).start()
+        if not going:
+            threading.Thread(target=watch, daemon=True).start()
 
     def reach(self, spec: BinarySpec) -> None:
         """pytest has come to the binary's items: the side process may run the next few. A
