@@ -240,16 +240,25 @@ class OnDeviceSession:
             return specs
         self._build_pool.shutdown(wait=True)  # no thread of its own yet; none may start now
         built = self.builder.stats.exported()
+        later: list[Callable[[], None]] = []  # in the side process: the others' builds, once the first has run
+
+        def run(spec: BinarySpec) -> BinaryResult:
+            try:
+                return self._build_and_run(spec)
+            finally:
+                while later:
+                    later.pop()()
+
         self._side = sideruns.start(
             aside,
-            self._build_and_run,
+            run,
             self._counters,
             self._stop_runs,
             self._new_threads,
             self._side_counted,
             end=lambda: _new_keys(self.builder.stats.exported(), built),
             on_end=self.builder.stats.merge,
-            prepare=lambda tell: self._prepare_aside(aside, tell),
+            prepare=lambda tell: self._prepare_aside(aside, tell, later),
         )
         self._new_threads()
         if self._side is None:
@@ -286,31 +295,35 @@ class OnDeviceSession:
             self._side_built.add(key)
         return progress
 
-    def _prepare_aside(self, specs: list[BinarySpec], tell: Callable[[tuple], None]) -> None:
+    def _prepare_aside(self, specs: list[BinarySpec], tell: Callable[[tuple], None], later: list) -> None:
         """In the side process: every build started, and pytest told of each binary built,
         and when it may go on to the items (GO): at once for a warm cache (the first binary
         checked and no compiler run), else once every build is done, with the progress
-        meanwhile. Later, pytest waits between two items for a binary not built yet: a build
-        is never part of a test's time. cargo is not counted in tools_started: a session with
-        a crate waits for all its builds."""
-        # the first alone for a moment: whether pytest may go on waits on it, and four
-        # threads checking at once take three times as long each (the interpreter lock)
+        meanwhile. Later, pytest waits between two items for a binary not built yet (its
+        source changed): a build is never part of a test's time. cargo is not counted in
+        tools_started: a session with a crate waits for all its builds."""
+        # pytest waits for the first binary, and for its run: both go alone, as four threads
+        # checking at once take three times as long each (the interpreter lock); the others
+        # start once it has run, or after FIRST_ALONE (a slow binary delays no compile long)
         first = self._build_future(specs[0])
         wait([first], timeout=FIRST_ALONE)
         cargo = any(s.crate is not None for s in specs)
+        started = threading.Lock()
 
         def warm() -> bool:
             return not cargo and self.builder.tools_started == 0 and first.done()
 
-        going = warm()
-        if going:  # before the others are even planned (at 10,000 binaries, half a second)
-            tell((GO, None, self.builder.progress()))
-        self.prebuild(specs)
-        futures = [self._build_future(s) for s in specs]
-        for spec, fut in zip(specs, futures, strict=True):
-            fut.add_done_callback(lambda _, key=spec.key: tell((BUILT, key, self.builder.progress())))
+        def start_the_others() -> None:
+            if not started.acquire(blocking=False):
+                return  # started already
+            self.prebuild(specs)
+            futures = [self._build_future(s) for s in specs]
+            for spec, fut in zip(specs, futures, strict=True):
+                fut.add_done_callback(lambda _, key=spec.key: tell((BUILT, key, self.builder.progress())))
+            if not going:
+                threading.Thread(target=watch, args=(futures,), daemon=True).start()
 
-        def watch() -> None:
+        def watch(futures: list[Future]) -> None:
             try:
                 while not all(f.done() for f in futures) and not warm():
                     tell((BUILDING, None, self.builder.progress()))
@@ -318,8 +331,15 @@ class OnDeviceSession:
             finally:  # never leave pytest waiting: the runs report any error
                 tell((GO, None, self.builder.progress()))
 
-        if not going:
-            threading.Thread(target=watch, daemon=True).start()
+        going = warm()
+        if going:
+            tell((GO, None, self.builder.progress()))
+            later.append(start_the_others)
+            timer = threading.Timer(FIRST_ALONE, start_the_others)
+            timer.daemon = True
+            timer.start()
+        else:
+            start_the_others()
 
     def reach(self, spec: BinarySpec) -> None:
         """pytest has come to the binary's items: the side process may run the next few. A
