@@ -267,7 +267,7 @@ class OnDeviceSession:
         self._await_side(lambda: self._side_going)
         return [s for s in specs if s.key in keep]
 
-    def _await_side(self, until: Callable[[], bool]) -> None:
+    def _await_side(self, until: Callable[[], bool], done: Callable[[], bool] = lambda: False) -> None:
         """Read what the side process tells of its builds until until(), showing their progress."""
         side = self._side
         assert side is not None
@@ -283,8 +283,8 @@ class OnDeviceSession:
             report(False, latest)
             return False
 
-        if not until():
-            side.wait_prepared(heard)
+        if not until() and not done():
+            side.wait_prepared(heard, done)
 
     def _heard(self, told: tuple) -> tuple[int, int, str]:
         """One message of the side process's builds filed; its progress figures returned."""
@@ -316,7 +316,8 @@ class OnDeviceSession:
         def start_the_others() -> None:
             if not started.acquire(blocking=False):
                 return  # started already
-            self.prebuild(specs)
+            if not going:  # the progress line's total, known up front (half a second at 10,000 binaries)
+                self.prebuild(specs)
             futures = [self._build_future(s) for s in specs]
             for spec, fut in zip(specs, futures, strict=True):
                 fut.add_done_callback(lambda _, key=spec.key: tell((BUILT, key, self.builder.progress())))
@@ -333,8 +334,9 @@ class OnDeviceSession:
 
         going = warm()
         if going:
+            tell((BUILT, specs[0].key, self.builder.progress()))
             tell((GO, None, self.builder.progress()))
-            later.append(start_the_others)
+            later.append(lambda: threading.Thread(target=start_the_others, daemon=True).start())  # the runs go on
             timer = threading.Timer(FIRST_ALONE, start_the_others)
             timer.daemon = True
             timer.start()
@@ -351,7 +353,7 @@ class OnDeviceSession:
         for told in side.told():
             self._heard(told)
         if spec.key not in self._side_built and not side.ready(spec.key):
-            self._await_side(lambda: spec.key in self._side_built)
+            self._await_side(lambda: spec.key in self._side_built, lambda: side.ready(spec.key))
 
     def stop_aside(self) -> None:
         """pytest runs no more items: nothing more runs beside it, and what ran is counted

@@ -92,13 +92,14 @@ class SideRuns:
         self._prepared: list[Any] = []  # what prepare() told, not yet read
         self._lock = threading.RLock()
 
-    def wait_prepared(self, until: Callable[[Any], bool]) -> None:
-        """Read what the child's prepare() tells until until(it) is true, or the child ends."""
+    def wait_prepared(self, until: Callable[[Any], bool], done: Callable[[], bool] = lambda: False) -> None:
+        """Read what the child's prepare() tells until until(it) is true, or done() after
+        anything it sent, or the child ends."""
         while True:
             while self._prepared:
                 if until(self._prepared.pop(0)):
                     return
-            if self._eof:
+            if self._eof or done():
                 return
             self._pump(block=True)
 
