@@ -256,8 +256,8 @@ class OnDeviceSession:
             self._stop_runs,
             self._new_threads,
             self._side_counted,
-            end=lambda: _new_keys(self.builder.stats.exported(), built),
-            on_end=self.builder.stats.merge,
+            end=lambda: (_new_keys(self.builder.stats.exported(), built), self.builder.store.hand_over()),
+            on_end=self._side_ended,
             prepare=lambda tell: self._prepare_aside(aside, tell, later),
         )
         self._new_threads()
@@ -265,7 +265,16 @@ class OnDeviceSession:
             return specs
         self._side_progress = progress
         self._await_side(lambda: self._side_going)
+        if not self._side_going:  # it ended before its builds were done: they are built here, now
+            return specs
         return [s for s in specs if s.key in keep]
+
+    def _side_ended(self, end: tuple) -> None:
+        """The side process's last word: its builds' keys for the summary, and the cache
+        entries it held and staging dirs it left, which this process holds and removes."""
+        keys, handed = end
+        self.builder.stats.merge(keys)
+        self.builder.store.take_over(*handed)
 
     def _await_side(self, until: Callable[[], bool], done: Callable[[], bool] = lambda: False) -> None:
         """Read what the side process tells of its builds until until(), showing their progress."""
@@ -313,9 +322,9 @@ class OnDeviceSession:
         def warm() -> bool:
             return not cargo and self.builder.tools_started == 0 and first.done()
 
-        def start_the_others() -> None:
+        def start_the_others() -> list[Future]:
             if not started.acquire(blocking=False):
-                return  # started already
+                return []  # started already
             if not going:  # the progress line's total, known up front (half a second at 10,000 binaries)
                 self.prebuild(specs)
             futures = [self._build_future(s) for s in specs]
@@ -323,6 +332,7 @@ class OnDeviceSession:
                 fut.add_done_callback(lambda _, key=spec.key: tell((BUILT, key, self.builder.progress())))
             if not going:
                 threading.Thread(target=watch, args=(futures,), daemon=True).start()
+            return futures
 
         def watch(futures: list[Future]) -> None:
             try:
@@ -340,8 +350,8 @@ class OnDeviceSession:
             timer = threading.Timer(FIRST_ALONE, start_the_others)
             timer.daemon = True
             timer.start()
-        else:
-            start_the_others()
+        else:  # a cold build: the runs start once every build is done, as pytest's items do
+            wait(start_the_others())
 
     def reach(self, spec: BinarySpec) -> None:
         """pytest has come to the binary's items: the side process may run the next few. A
@@ -352,8 +362,11 @@ class OnDeviceSession:
             return
         for told in side.told():
             self._heard(told)
-        if spec.key not in self._side_built and not side.ready(spec.key):
+        if spec.key not in self._side_built and not side.ready(spec.key) and not side.runs_here(spec.key):
             self._await_side(lambda: spec.key in self._side_built, lambda: side.ready(spec.key))
+        if side.runs_here(spec.key):  # it stopped before this one: built here, still before the case
+            with contextlib.suppress(Exception):  # an error is the case's to report, when it asks
+                self._build_future(spec).result()
 
     def stop_aside(self) -> None:
         """pytest runs no more items: nothing more runs beside it, and what ran is counted

@@ -178,13 +178,21 @@ class SideRuns:
             self._stopped = True
             with contextlib.suppress(OSError):
                 os.close(self._commands)  # the child's watcher sees the pipe end
-        if self._wait(grace) is None:
+        deadline = time.monotonic() + grace
+        while not self._eof and (left := deadline - time.monotonic()) > 0:  # read: a full pipe holds it up
+            if select.select([self._results], [], [], left)[0]:
+                self._pump(block=True)
+        if self._wait(max(0.0, deadline - time.monotonic())) is None:
             with contextlib.suppress(OSError):
                 os.kill(self.pid, signal.SIGKILL)
             self._wait(None)
             kill_tagged(f"{TAG}={self._tag}".encode())
         while not self._eof:
             self._pump(block=True)
+
+    def runs_here(self, key: object) -> bool:
+        """Whether pytest's process runs this binary: the child stopped before it."""
+        return self._cut is not None and self._index.get(key, -1) >= self._cut
 
     def _abandon(self, index: int, why: str) -> None:
         """Results from index on are not used: the child stops, pytest's process runs them."""
@@ -352,6 +360,8 @@ def _child(specs, run, counters, on_stop, end, prepare, results_fd: int, command
                 pipe.flush()
 
         def tell(payload: Any) -> None:
+            if stopping:
+                return  # the parent reads only the end now
             with contextlib.suppress(OSError, ValueError):  # the parent stopped reading: it stops us too
                 send(_PREPARED, -1, payload)
 

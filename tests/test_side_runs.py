@@ -69,6 +69,20 @@ def test_what_prepare_tells_reaches_the_parent_before_the_results():
     side.wait_prepared(lambda t: pytest.fail(f"told again: {t}"))  # the child has ended: returns at once
 
 
+def test_stop_reads_a_long_last_word_while_the_child_writes_it():
+    """The end carries every build key of the session: far more than a pipe holds. Waiting
+    for the child without reading left it blocked, killed after 5 s, its end lost."""
+    ended = []
+    words = [f"{i:064d}" for i in range(20_000)]  # distinct: pickle writes a repeated one once
+    side = _start(lambda spec: spec.rel, end=lambda: words, on_end=ended.append)
+    _outcomes(side)
+    started = time.monotonic()
+    side.stop()
+    assert time.monotonic() - started < 2.0
+    assert ended == [words]
+    assert side.note() is None
+
+
 def test_it_runs_only_a_few_binaries_beyond_the_one_pytest_has_reached(tmp_path):
     specs = [SimpleNamespace(rel=f"t{i}_test.c", key=("host", f"t{i}")) for i in range(sideruns.AHEAD + 10)]
     ran = tmp_path / "ran"
@@ -319,6 +333,75 @@ def test_a_binary_built_while_pytest_reports_is_waited_for_between_two_items_nev
 
     times = {c.get("classname"): float(c.get("time")) for c in ET.parse(project.path / "j.xml").iter("testcase")}
     assert max(times.values()) < 1.0, times  # the 1.5 s compile went to no case
+
+
+KILLS_THE_SIDE_AT_ITS_FIRST_COMPILER = """#!/bin/sh
+# the first time it is run it kills the process that ran it (the side process); later, each
+# compile takes a second
+if mkdir killed-once 2>/dev/null; then kill -9 $PPID; exit 1; fi
+case "$*" in *" -o "*) sleep 1;; esac
+exec cc "$@"
+"""
+
+
+def test_a_side_process_that_dies_in_a_cold_build_leaves_the_builds_to_pytest_before_any_case(
+    project, monkeypatch
+):
+    wrapper = project.write("killcc", KILLS_THE_SIDE_AT_ITS_FIRST_COMPILER)
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("CC", str(wrapper))
+    for i in range(3):
+        project.write(f"p{i}_test.c", TRIVIAL)
+    result = project.pytester.runpytest_subprocess("--board=host", "-p", "no:cacheprovider", "--junitxml=j.xml")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*the local binaries stopped running beside pytest: the process running them ended*"])
+    import xml.etree.ElementTree as ET
+
+    times = [float(c.get("time")) for c in ET.parse(project.path / "j.xml").iter("testcase")]
+    assert max(times) < 0.5, times  # the builds of a second each went to no case
+
+
+KILLS_THE_SIDE_AT_AN_EDIT = """#!/bin/sh
+# compiling a source marked EDITED: the first time it kills the process that ran it (the
+# side process, pytest having gone on to the items), later it takes 1.5 s
+for a in "$@"; do
+  case "$a" in *.c) if grep -q EDITED "$a" 2>/dev/null; then
+    if mkdir killed-once 2>/dev/null; then kill -9 $PPID; exit 1; fi
+    sleep 1.5
+  fi;; esac
+done
+exec cc "$@"
+"""
+
+
+def test_a_side_process_that_dies_after_pytest_went_on_leaves_a_build_to_pytest_before_its_case(
+    project, monkeypatch
+):
+    wrapper = project.write("killcc", KILLS_THE_SIDE_AT_AN_EDIT)
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("CC", str(wrapper))
+    for i in range(20):
+        project.write(f"p{i:02d}_test.c", TRIVIAL)
+    args = ("--board=host", "-p", "no:cacheprovider", "--junitxml=j.xml")
+    project.pytester.runpytest_subprocess(*args).assert_outcomes(passed=20)
+    project.write("p19_test.c", "/* EDITED */\n" + TRIVIAL)
+    result = project.pytester.runpytest_subprocess(*args)
+    result.assert_outcomes(passed=20)
+    result.stdout.fnmatch_lines(["*the local binaries stopped running beside pytest: the process running them ended*"])
+    import xml.etree.ElementTree as ET
+
+    times = [float(c.get("time")) for c in ET.parse(project.path / "j.xml").iter("testcase")]
+    assert max(times) < 1.0, times  # the 1.5 s compile went to no case
+
+
+def test_the_cache_entries_the_side_process_held_and_its_staging_dirs_are_left_tidy(project):
+    project.write("p0_test.c", TRIVIAL)
+    project.write("p1_test.c", TRIVIAL.replace("EXPECT_EQ(1, 1);", "EXPECT_EQ(1, 1) syntax error"))
+    result = project.pytester.runpytest_subprocess("--board=host", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1)
+    v2 = next((project.path / "_cache").rglob("holds")).parent
+    assert not list((v2 / "tmp").iterdir()), "a failed build's staging dir was left"
+    assert not list((v2 / "holds").iterdir()), "a hold file was left"
 
 
 KILL_THE_SIDE = PYTEST_PID + """

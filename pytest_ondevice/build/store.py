@@ -565,6 +565,25 @@ class Store:
                 self.trim(max_size)
         self.release()
 
+    def hand_over(self) -> tuple[list[str], list[Path], Path | None]:
+        """What this process holds, the staging dirs it made and its hold file: for the
+        process that will close the session (take_over), when this one ends first (the side
+        process)."""
+        with self._lock:
+            hold = self._hold_path if self._hold_fd is not None else None
+            return sorted(self._used), list(self._staging), hold
+
+    def take_over(self, held: list[str], staging: list[Path], hold: Path | None) -> None:
+        """Hold another process's keys, then remove its hold file (no moment unheld), and its
+        staging dirs at close, as this one's."""
+        for key in held:
+            self._hold(key)
+        if hold is not None and hold != self._hold_path:
+            with contextlib.suppress(OSError):
+                os.unlink(hold)
+        with self._lock:
+            self._staging.extend(staging)
+
     def release(self) -> None:
         """This session holds nothing any more: its hold file goes."""
         with self._lock:
