@@ -305,20 +305,32 @@ FIRST_CASE = """
 """
 
 
+def _with_compiler(project, monkeypatch, script: str, binaries: int) -> tuple[str, ...]:
+    """A compiler wrapper as CC and that many trivial test files; a run's arguments (JUnit XML)."""
+    wrapper = project.write("cc-wrapper", script)
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("CC", str(wrapper))
+    for i in range(binaries):
+        project.write(f"p{i:02d}_test.c", TRIVIAL)
+    return ("--board=host", "-p", "no:cacheprovider", "--junitxml=j.xml")
+
+
+def _case_times(project) -> dict[str, float]:
+    import xml.etree.ElementTree as ET
+
+    return {c.get("classname"): float(c.get("time")) for c in ET.parse(project.path / "j.xml").iter("testcase")}
+
+
 def test_a_binary_built_while_pytest_reports_is_waited_for_between_two_items_never_in_one(project, monkeypatch):
     """A warm cache lets pytest go on to the items at once; the one binary whose source
     changed is compiled meanwhile, and pytest waits for it before that binary's first
     case, so the compile is no part of the case's time."""
-    wrapper = project.write("slowcc", SLOW_FOR_AN_EDIT)
-    wrapper.chmod(0o755)
-    monkeypatch.setenv("CC", str(wrapper))
-    for i in range(20):  # the edited one last: the first is checked long before its compile starts
-        project.write(f"p{i:02d}_test.c", TRIVIAL)
+    # the edited one last: the first is checked long before its compile starts
+    args = _with_compiler(project, monkeypatch, SLOW_FOR_AN_EDIT, 20)
     project.write("firstcase.py", FIRST_CASE)
 
     def run():
-        args = ("--board=host", "-p", "no:cacheprovider", "-p", "firstcase", "--junitxml=j.xml")
-        return project.pytester.runpytest_subprocess(*args)
+        return project.pytester.runpytest_subprocess(*args, "-p", "firstcase")
 
     run().assert_outcomes(passed=20)
     (project.path / "first-case-at").unlink()
@@ -329,12 +341,11 @@ def test_a_binary_built_while_pytest_reports_is_waited_for_between_two_items_nev
     first_case = float((project.path / "first-case-at").read_text())
     compiled = float((project.path / "compiled-at").read_text())
     assert first_case < compiled - 0.5, "pytest waited for the compile before the first case"
-    import xml.etree.ElementTree as ET
-
-    times = {c.get("classname"): float(c.get("time")) for c in ET.parse(project.path / "j.xml").iter("testcase")}
+    times = _case_times(project)
     assert max(times.values()) < 1.0, times  # the 1.5 s compile went to no case
 
 
+DIED = "the local binaries stopped running beside pytest: the process running them ended"
 KILLS_THE_SIDE_AT_ITS_FIRST_COMPILER = """#!/bin/sh
 # the first time it is run it kills the process that ran it (the side process); later, each
 # compile takes a second
@@ -347,18 +358,12 @@ exec cc "$@"
 def test_a_side_process_that_dies_in_a_cold_build_leaves_the_builds_to_pytest_before_any_case(
     project, monkeypatch
 ):
-    wrapper = project.write("killcc", KILLS_THE_SIDE_AT_ITS_FIRST_COMPILER)
-    wrapper.chmod(0o755)
-    monkeypatch.setenv("CC", str(wrapper))
-    for i in range(3):
-        project.write(f"p{i}_test.c", TRIVIAL)
-    result = project.pytester.runpytest_subprocess("--board=host", "-p", "no:cacheprovider", "--junitxml=j.xml")
+    args = _with_compiler(project, monkeypatch, KILLS_THE_SIDE_AT_ITS_FIRST_COMPILER, 3)
+    result = project.pytester.runpytest_subprocess(*args)
     result.assert_outcomes(passed=3)
-    result.stdout.fnmatch_lines(["*the local binaries stopped running beside pytest: the process running them ended*"])
-    import xml.etree.ElementTree as ET
-
-    times = [float(c.get("time")) for c in ET.parse(project.path / "j.xml").iter("testcase")]
-    assert max(times) < 0.5, times  # the builds of a second each went to no case
+    result.stdout.fnmatch_lines([f"*{DIED}*"])
+    times = _case_times(project)
+    assert max(times.values()) < 0.5, times  # the builds of a second each went to no case
 
 
 KILLS_THE_SIDE_AT_AN_EDIT = """#!/bin/sh
@@ -377,21 +382,14 @@ exec cc "$@"
 def test_a_side_process_that_dies_after_pytest_went_on_leaves_a_build_to_pytest_before_its_case(
     project, monkeypatch
 ):
-    wrapper = project.write("killcc", KILLS_THE_SIDE_AT_AN_EDIT)
-    wrapper.chmod(0o755)
-    monkeypatch.setenv("CC", str(wrapper))
-    for i in range(20):
-        project.write(f"p{i:02d}_test.c", TRIVIAL)
-    args = ("--board=host", "-p", "no:cacheprovider", "--junitxml=j.xml")
+    args = _with_compiler(project, monkeypatch, KILLS_THE_SIDE_AT_AN_EDIT, 20)
     project.pytester.runpytest_subprocess(*args).assert_outcomes(passed=20)
     project.write("p19_test.c", "/* EDITED */\n" + TRIVIAL)
     result = project.pytester.runpytest_subprocess(*args)
     result.assert_outcomes(passed=20)
-    result.stdout.fnmatch_lines(["*the local binaries stopped running beside pytest: the process running them ended*"])
-    import xml.etree.ElementTree as ET
-
-    times = [float(c.get("time")) for c in ET.parse(project.path / "j.xml").iter("testcase")]
-    assert max(times) < 1.0, times  # the 1.5 s compile went to no case
+    result.stdout.fnmatch_lines([f"*{DIED}*"])
+    times = _case_times(project)
+    assert max(times.values()) < 1.0, times  # the 1.5 s compile went to no case
 
 
 def test_the_cache_entries_the_side_process_held_and_its_staging_dirs_are_left_tidy(project):
