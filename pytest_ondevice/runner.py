@@ -307,44 +307,44 @@ class OnDeviceSession:
     def _prepare_aside(self, specs: list[BinarySpec], tell: Callable[[tuple], None], later: list) -> None:
         """In the side process: every build started, and pytest told of each binary built,
         and when it may go on to the items (GO): at once for a warm cache (the first binary
-        checked and no compiler run), else once every build is done, with the progress
-        meanwhile. Later, pytest waits between two items for a binary not built yet (its
-        source changed): a build is never part of a test's time. cargo is not counted in
-        tools_started: a session with a crate waits for all its builds."""
+        checked within FIRST_ALONE and no compiler run), else once every build is done, with
+        the progress meanwhile (the runs wait for them too). Later, pytest waits between two
+        items for a binary not built yet (its source changed): a build is never part of a
+        test's time. cargo is not counted in tools_started: a session with a crate waits for
+        all its builds."""
+        def told_when_built(spec: BinarySpec) -> Future:
+            fut = self._build_future(spec)
+            fut.add_done_callback(lambda _: tell((BUILT, spec.key, self.builder.progress())))
+            return fut
+
         # pytest waits for the first binary, and for its run: both go alone, as four threads
         # checking at once take three times as long each (the interpreter lock); the others
         # start once it has run, or after FIRST_ALONE (a slow binary delays no compile long)
-        first = self._build_future(specs[0])
+        first = told_when_built(specs[0])
         wait([first], timeout=FIRST_ALONE)
         cargo = any(s.crate is not None for s in specs)
         started = threading.Lock()
-
-        def warm() -> bool:
-            return not cargo and self.builder.tools_started == 0 and first.done()
 
         def start_the_others() -> list[Future]:
             if not started.acquire(blocking=False):
                 return []  # started already
             if not going:  # the progress line's total, known up front (half a second at 10,000 binaries)
                 self.prebuild(specs)
-            futures = [self._build_future(s) for s in specs]
-            for spec, fut in zip(specs, futures, strict=True):
-                fut.add_done_callback(lambda _, key=spec.key: tell((BUILT, key, self.builder.progress())))
+            futures = [first, *map(told_when_built, specs[1:])]
             if not going:
                 threading.Thread(target=watch, args=(futures,), daemon=True).start()
             return futures
 
         def watch(futures: list[Future]) -> None:
             try:
-                while not all(f.done() for f in futures) and not warm():
+                while not all(f.done() for f in futures):  # as the runs wait for them
                     tell((BUILDING, None, self.builder.progress()))
-                    wait(futures if first.done() else [first], timeout=0.25)
+                    wait(futures, timeout=0.25)
             finally:  # never leave pytest waiting: the runs report any error
                 tell((GO, None, self.builder.progress()))
 
-        going = warm()
+        going = not cargo and self.builder.tools_started == 0 and first.done()
         if going:
-            tell((BUILT, specs[0].key, self.builder.progress()))
             tell((GO, None, self.builder.progress()))
             later.append(lambda: threading.Thread(target=start_the_others, daemon=True).start())  # the runs go on
             timer = threading.Timer(FIRST_ALONE, start_the_others)

@@ -463,14 +463,15 @@ class Store:
                 if self._trim_users == 0 and self._trim_fd is not None:
                     fcntl.flock(self._trim_fd, fcntl.LOCK_UN)
 
-    def _hold(self, key: str) -> None:
+    def _hold(self, *keys: str) -> None:
         with self._lock:
-            if key in self._used:
+            new = [k for k in dict.fromkeys(keys) if k not in self._used]
+            if not new:
                 return
             if self._hold_fd is None:
                 self._hold_fd, self._hold_path = self._new_hold_file()
-            os.write(self._hold_fd, f"{key}\n".encode())
-            self._used.add(key)
+            os.write(self._hold_fd, "".join(f"{k}\n" for k in new).encode())
+            self._used.update(new)
 
     def _new_hold_file(self) -> tuple[int, Path]:
         """holds/<host>-<pid>-<random>, flock'ed for the session's life: made aside and
@@ -576,8 +577,7 @@ class Store:
     def take_over(self, held: list[str], staging: list[Path], hold: Path | None) -> None:
         """Hold another process's keys, then remove its hold file (no moment unheld), and its
         staging dirs at close, as this one's."""
-        for key in held:
-            self._hold(key)
+        self._hold(*held)
         if hold is not None and hold != self._hold_path:
             with contextlib.suppress(OSError):
                 os.unlink(hold)
