@@ -265,7 +265,7 @@ class OnDeviceItem(DeviceVerdictItem):
             raise DeviceInfrastructureError(f"{self.spec.board.name}: {self._result.infra_error}")
         if result.reruns and _strict_reruns(self.config) and self._verdict().outcome is Outcome.PASSED:
             raise DeviceInfrastructureError(
-                f"{self.spec.board.name}: {self.case} passed only after its binary ran "
+                f"{self.spec.board.name}: {self.case} passed only after its binary was tried "
                 f"{len(result.reruns) + 1} times (--strict-reruns makes that an error): "
                 + "; ".join(f"cut short on {r.describe()}" for r in result.reruns)
             )

@@ -42,7 +42,7 @@ class RerunSummary:
         for (file, board), binary in self.binaries.items():
             ended = ", ".join(sorted(binary.outcomes)) or "no verdict"
             runs = len(binary.reruns) + 1
-            terminalreporter.write_line(f"{file} on {board}: ran {runs} times; its cases' reports: {ended}")
+            terminalreporter.write_line(f"{file} on {board}: tried {runs} times; its cases' reports: {ended}")
             for rerun in binary.reruns:
                 terminalreporter.write_line(f"  cut short on {rerun}", yellow=True)
             if binary.flaky:

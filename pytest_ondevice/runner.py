@@ -444,8 +444,11 @@ class OnDeviceSession:
                 side = self._aside(spec)
                 if side is not None and side.lost(spec.key):  # a rerun, never silent
                     device = result.device.name if result.device is not None else spec.board.name
-                    why = f"{side.reason}, while it ran this binary beside pytest"
-                    result.reruns.insert(0, Rerun(device, why, None, True))
+                    for told in side.told():  # its last word on what it had built
+                        self._heard(told)
+                    doing = "running" if spec.key in self._side_built else "building"
+                    why = f"{side.reason}, while it was {doing} this binary beside pytest"
+                    result.reruns.insert(0, Rerun(device, why, None, doing == "running"))
                 fut.set_result(result)
             except BaseException as e:
                 fut.set_exception(e)

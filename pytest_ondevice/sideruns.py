@@ -165,7 +165,7 @@ class SideRuns:
         """Why some binaries ran in pytest's own process after all: said, never silent."""
         if self._why is None or self._cut is None or self._cut >= len(self._slots):
             return None
-        again = " (the one it was running then ran again there, as a rerun)" if self._lost is not None else ""
+        again = " (the one it was at then ran there, as a rerun)" if self._lost is not None else ""
         return (
             f"the local binaries stopped running beside pytest: {self._why}; from the "
             f"{_ordinal(self._cut + 1)} of {len(self._slots)} on, they ran in pytest's own process{again}"

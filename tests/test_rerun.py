@@ -95,7 +95,7 @@ def test_a_pass_after_the_binary_took_its_session_down_is_a_flagged_rerun(pi, ma
     result.stdout.fnmatch_lines(
         [
             "*ondevice reruns*",
-            f"session_test.c on {pi.board}: ran 2 times*",
+            f"session_test.c on {pi.board}: tried 2 times*",
             f"  cut short on {pi.board}: *connection lost while the binary ran (log: *session_test.c.attempt1.log)",
             "  flaky, not clean: *while the binary ran*",
         ]
@@ -112,7 +112,9 @@ def test_strict_reruns_makes_a_pass_after_a_rerun_an_error(pi, mark):
     pi.write("session_test.c", KILLS_ITS_SESSION_ONCE.format(mark=mark))
     result = run_on_pi(pi, "--strict-reruns")
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*SurvivesOnTheRerun passed only after its binary ran 2 times (--strict-reruns*"])
+    result.stdout.fnmatch_lines(
+        ["*SurvivesOnTheRerun passed only after its binary was tried 2 times (--strict-reruns*"]
+    )
 
 
 def test_a_binary_that_prints_what_sh_prints_for_a_foreign_file_fails_it_is_not_the_device(pi):

@@ -392,6 +392,30 @@ def test_a_side_process_that_dies_after_pytest_went_on_leaves_a_build_to_pytest_
     assert max(times.values()) < 1.0, times  # the 1.5 s compile went to no case
 
 
+KILLS_THE_SIDE_LATE_AT_AN_EDIT = KILLS_THE_SIDE_AT_AN_EDIT.replace(
+    "kill -9 $PPID", "sleep 1; kill -9 $PPID"  # by then it waits for this build to run the binary
+).replace("sleep 1.5\n", "")
+
+
+def test_a_binary_the_side_process_died_building_is_a_rerun_that_says_building_not_running(project, monkeypatch):
+    args = _with_compiler(project, monkeypatch, KILLS_THE_SIDE_LATE_AT_AN_EDIT, 2)
+    project.pytester.runpytest_subprocess(*args).assert_outcomes(passed=2)
+    project.write("p01_test.c", "/* EDITED */\n" + TRIVIAL)
+    result = project.pytester.runpytest_subprocess(*args)
+    outcomes = result.parseoutcomes()
+    assert (outcomes.get("passed"), outcomes.get("rerun")) == (2, 1), outcomes
+    result.stdout.fnmatch_lines(
+        [
+            "p01_test.c on host: tried 2 times; its cases' reports: passed",
+            "  cut short on host: *(killed by SIGKILL), while it was building this binary beside pytest",
+        ]
+    )
+    out = result.stdout.str()
+    assert "while it was running" not in out and "flaky" not in out, out  # its binary had not started
+    junit = (project.path / "j.xml").read_text()
+    assert 'name="rerun"' in junit and 'name="flaky"' not in junit, junit
+
+
 def test_the_cache_entries_the_side_process_held_and_its_staging_dirs_are_left_tidy(project):
     project.write("p0_test.c", TRIVIAL)
     project.write("p1_test.c", TRIVIAL.replace("EXPECT_EQ(1, 1);", "EXPECT_EQ(1, 1) syntax error"))
@@ -431,7 +455,7 @@ def test_every_case_still_runs_when_the_side_process_is_killed_and_the_rerun_is_
     outcomes = result.parseoutcomes()
     assert (outcomes.get("passed"), outcomes.get("rerun")) == (4, 1), outcomes
     junit = (project.path / "j.xml").read_text()
-    assert junit.count('name="rerun"') == 1 and "while it ran this binary beside pytest" in junit, junit
+    assert junit.count('name="rerun"') == 1 and "while it was running this binary beside pytest" in junit, junit
     result.stdout.fnmatch_lines(
         ["*the local binaries stopped running beside pytest: the process running them ended (killed by SIGKILL)*"]
     )
@@ -592,7 +616,7 @@ def test_a_binary_the_dead_side_process_was_running_does_not_outlive_it(project)
     result = project.pytester.runpytest_subprocess(
         "--board=host", "-p", "no:cacheprovider", "-p", "killside", "-o", "ondevice_timeout=2"
     )
-    result.stdout.fnmatch_lines(["*while it ran this binary beside pytest*"])
+    result.stdout.fnmatch_lines(["*while it was running this binary beside pytest*"])
     left = []
     for entry in Path("/proc").iterdir():
         try:
