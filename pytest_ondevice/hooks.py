@@ -4,6 +4,7 @@ ini, collection of C/C++ test sources, the build before the first test, reports.
 from __future__ import annotations
 
 import fnmatch
+import gc
 import os
 import shutil
 import sys
@@ -383,7 +384,14 @@ class OnDevicePlugin:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         ondevice = session.config.stash.get(SESSION_KEY, None)
-        if ondevice is None or hasattr(session.config, "workerinput"):
+        if ondevice is None:
+            return
+        # The items and all collection made live to the end, as what was imported does (see
+        # plugin._freeze_imported_objects, whose cleanup gives both back): out of the collector's
+        # way, so no full collection of the run, nor pytest's at exit, walks them again. Before
+        # the fork below, as the gc docs advise: the side process's collections skip them too.
+        gc.freeze()
+        if hasattr(session.config, "workerinput"):
             return  # xdist workers build on demand: they do not know their share yet
         specs = {}
         marked = set()  # binaries with a case that may not run: they run when read, never ahead

@@ -40,9 +40,10 @@ def test_a_c_only_run_imports_no_rust_machinery(project):
     result.stdout.fnmatch_lines(["*rust modules: [[][]]"])
 
 
-def test_a_board_run_freezes_its_imports_only_until_pytest_has_collected_garbage(project):
-    """gc.freeze spares pytest's exit collections the walk over every imported object; the
-    freeze is given back after them, so nothing stays out of the collector afterwards."""
+def test_a_board_run_freezes_its_imports_and_items_only_until_pytest_has_collected_garbage(project):
+    """gc.freeze spares the run's full collections and pytest's at exit the walk over every
+    imported object and every collected item; the freeze is given back after them, so
+    nothing stays out of the collector afterwards."""
     import subprocess
     import sys
 
@@ -51,6 +52,11 @@ def test_a_board_run_freezes_its_imports_only_until_pytest_has_collected_garbage
         "gcprobe.py",
         """
         import gc
+        seen = []
+        def pytest_runtest_setup(item):
+            if not seen:
+                seen.append(item)
+                print("items frozen:", not any(o is item for o in gc.get_objects()))
         def pytest_unconfigure(config):
             print("frozen at unconfigure:", gc.get_freeze_count() > 0)
         """,
@@ -62,5 +68,6 @@ def test_a_board_run_freezes_its_imports_only_until_pytest_has_collected_garbage
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=project.path, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
+    assert "items frozen: True" in out.stdout, out.stdout
     assert "frozen at unconfigure: True" in out.stdout, out.stdout
     assert "frozen after the run: 0" in out.stdout, out.stdout
