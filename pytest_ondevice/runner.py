@@ -256,7 +256,11 @@ class OnDeviceSession:
             self._stop_runs,
             self._new_threads,
             self._side_counted,
-            end=lambda: (_new_keys(self.builder.stats.exported(), built), self.builder.store.hand_over()),
+            end=lambda: (
+                _new_keys(self.builder.stats.exported(), built),
+                self.builder.store.hand_over(),
+                self.builder.model_sizes,
+            ),
             on_end=self._side_ended,
             prepare=lambda tell: self._prepare_aside(aside, tell, later),
         )
@@ -270,10 +274,12 @@ class OnDeviceSession:
         return [s for s in specs if s.key in keep]
 
     def _side_ended(self, end: tuple) -> None:
-        """The side process's last word: its builds' keys for the summary, and the cache
-        entries it held and staging dirs it left, which this process holds and removes."""
-        keys, handed = end
+        """The side process's last word: its builds' keys and the sizes of the models it
+        compiled, for the summary; and the cache entries it held and staging dirs it left,
+        which this process holds and removes."""
+        keys, handed, model_sizes = end
         self.builder.stats.merge(keys)
+        self.builder.model_sizes.update(model_sizes)
         self.builder.store.take_over(*handed)
 
     def _await_side(self, until: Callable[[], bool], done: Callable[[], bool] = lambda: False) -> None:

@@ -6,6 +6,8 @@ import contextlib
 import os
 import shutil
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -79,6 +81,22 @@ def private_tmpdir(where: Path, env: dict | None = None) -> dict:
     tmp = Path(where) / ".tmp"
     tmp.mkdir(exist_ok=True)
     return {**(os.environ if env is None else env), "TMPDIR": str(tmp)}
+
+
+@pytest.fixture(autouse=True)
+def _no_thread_outlives_its_test():
+    """The plugin forks its side process (a local board's runs) only from a process of one
+    thread. A thread a test leaves running would send every later in-process run down the
+    other path, and the suite would test what a user's runs never take (a model's sizes
+    went missing from the side process's summary while the suite stayed green)."""
+    before = set(threading.enumerate())
+    yield
+    deadline = time.monotonic() + 5
+    while (left := [t for t in threading.enumerate() if t not in before and t.is_alive()]) and (
+        time.monotonic() < deadline
+    ):
+        time.sleep(0.02)
+    assert not left, f"threads still running after the test: {', '.join(t.name for t in left)}"
 
 
 @pytest.fixture

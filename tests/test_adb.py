@@ -85,13 +85,19 @@ class ServerTap:
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.requests: list[str] = []
-        threading.Thread(target=self._accept, daemon=True).start()
+        self._accepting = threading.Thread(target=self._accept, daemon=True)
+        self._accepting.start()
 
     def __enter__(self) -> ServerTap:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        # close() alone does not wake a thread blocked in accept(): it would outlive the test,
+        # and a live thread keeps every later in-process run from forking its side process
+        with contextlib.suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)
         self.listener.close()
+        self._accepting.join(5)
 
     def _accept(self) -> None:
         while True:

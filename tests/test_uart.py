@@ -82,9 +82,9 @@ def console(url: str, **options) -> UartTransport:
     return transport
 
 
-def serve_once(chunks: list[tuple[float, bytes]]) -> tuple[int, threading.Event]:
+def serve_once(chunks: list[tuple[float, bytes]], hold: threading.Event | None = None) -> tuple[int, threading.Event]:
     """A TCP peer (what QEMU's UART socket is): on connect, sends each chunk after its delay,
-    then closes at once, right after the last bytes."""
+    then closes at once, right after the last bytes (or, given hold, once it is set)."""
     listener = socket.create_server(("127.0.0.1", 0))
     started = threading.Event()
 
@@ -94,6 +94,8 @@ def serve_once(chunks: list[tuple[float, bytes]]) -> tuple[int, threading.Event]
         for delay, data in chunks:
             time.sleep(delay)
             conn.sendall(data)
+        if hold is not None:
+            hold.wait(30)
         conn.close()
         listener.close()
 
@@ -164,10 +166,14 @@ def test_a_peer_that_closes_before_the_exit_line_is_an_infrastructure_error():
 
 
 def test_a_silent_port_times_out():
-    port, started = serve_once([(30, b"")])
-    end = console(f"uart:socket://127.0.0.1:{port}").run(
-        Deployed("x", "0" * 64, None), [], 0.5, lambda b: None, start=started.set
-    )
+    silent = threading.Event()  # the peer stays connected and silent until the test is over
+    port, started = serve_once([], hold=silent)
+    try:
+        end = console(f"uart:socket://127.0.0.1:{port}").run(
+            Deployed("x", "0" * 64, None), [], 0.5, lambda b: None, start=started.set
+        )
+    finally:
+        silent.set()
     assert end.timed_out == 0.5
 
 
