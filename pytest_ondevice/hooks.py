@@ -442,6 +442,8 @@ class OnDevicePlugin:
             item.config.stash[SESSION_KEY].reach(item.spec)
             item.decide_phases(nextitem)
         result = yield
+        if isinstance(item, OnDeviceItem):
+            item.phases_done()
         config = item.config
         for found in item.stash.get(FOUND_AT_RUN, ()):
             reports = runtestprotocol(found, nextitem=nextitem, log=False)

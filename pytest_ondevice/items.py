@@ -251,6 +251,10 @@ class OnDeviceItem(DeviceVerdictItem):
         callers = quiet_callers(self, nextitem, _session(self).has_result(self.spec))
         self._quiet = QuietPhases(super().ihook, callers) if callers is not None else None
 
+    def phases_done(self) -> None:
+        """Its protocol is over: the proxy goes, not kept (with its dict) to the session's end."""
+        self._quiet = None
+
     def setup(self) -> None:
         session = _session(self)
         self._result, fresh = session.result(self.spec)

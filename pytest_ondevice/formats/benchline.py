@@ -17,7 +17,7 @@ class BenchRecordError(ValueError):
     """A bench line that cannot be trusted: a clear error, never a silent zero."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # a case's stack record, kept to the session's end: no dict of its own
 class BenchRecord:
     name: str
     unit: str  # the device's cycle source

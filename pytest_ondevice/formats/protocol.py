@@ -114,7 +114,7 @@ NOT_CLOSED = "not run: no verdict (output ended without the closing summary)"
 NEVER_STARTED = "not run: the device never started this case (is it compiled out, or registered under another name?)"
 
 
-@dataclass
+@dataclass(slots=True)  # one a case, kept to the session's end: no dict of its own for the collector to walk
 class Verdict:
     """The outcome a pytest item reports, with the message a user reads."""
 
