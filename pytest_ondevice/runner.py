@@ -41,6 +41,7 @@ from .unusable import device_unusable, skip_all
 
 DEFAULT_TIMEOUT = 60.0
 BUILDING, BUILT, GO = "building", "built", "go"  # what the side process tells of its builds
+SAY = "say"  # and a line for the person watching (waiting for a device's lease), said at once
 FIRST_ALONE = 0.05  # seconds the side process checks its first binary before the others
 CACHE_COUNTS = ("hits", "misses", "damaged", "uncached", "untrusted")  # the build store's, in the summary
 NONCE_LINE_SYMBOL = "ondevice_nonce_line"  # micro_test.h's
@@ -263,6 +264,7 @@ class OnDeviceSession:
             ),
             on_end=self._side_ended,
             prepare=lambda tell: self._prepare_aside(aside, tell, later),
+            on_told=self._said,
         )
         self._new_threads()
         if self._side is None:
@@ -272,6 +274,15 @@ class OnDeviceSession:
         if not self._side_going:  # it ended before its builds were done: they are built here, now
             return specs
         return [s for s in specs if s.key in keep]
+
+    def _said(self, told: tuple) -> bool:
+        """A line the side process would have written to the terminal: written here, as it
+        arrives (its own terminal writer's output would be lost under capture, or break a line)."""
+        if told[0] != SAY:
+            return False
+        if self.settings.say is not None:
+            self.settings.say(told[2])
+        return True
 
     def _side_ended(self, end: tuple) -> None:
         """The side process's last word: its builds' keys and the sizes of the models it
@@ -318,6 +329,9 @@ class OnDeviceSession:
         items for a binary not built yet (its source changed): a build is never part of a
         test's time. cargo is not counted in tools_started: a session with a crate waits for
         all its builds."""
+        if self.settings.say is not None:  # the lease's "waiting for a device" line, in pytest's process
+            self.settings.say = lambda line: tell((SAY, None, line))
+
         def told_when_built(spec: BinarySpec) -> Future:
             fut = self._build_future(spec)
             fut.add_done_callback(lambda _: tell((BUILT, spec.key, self.builder.progress())))

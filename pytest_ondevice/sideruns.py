@@ -68,6 +68,7 @@ class SideRuns:
         tag: str,
         on_counts: Callable[[tuple[int, ...]], None],
         on_end: Callable[[Any], None],
+        on_told: Callable[[Any], bool] = lambda payload: False,
     ) -> None:
         self.pid = pid
         self._slots: list[Any] = [_PENDING] * len(keys)  # a result, _Raised, or RUN_HERE
@@ -75,6 +76,7 @@ class SideRuns:
         self._index = {key: i for i, key in enumerate(keys)}
         self._on_counts = on_counts
         self._on_end = on_end
+        self._on_told = on_told
         self._results = results
         self._buffer = bytearray()
         self._eof = False
@@ -232,7 +234,8 @@ class SideRuns:
             if kind == _STARTED:
                 self._started = index
             elif kind == _PREPARED:
-                self._prepared.append(payload)
+                if not self._on_told(payload):  # a line for the person watching goes out now
+                    self._prepared.append(payload)
             elif kind == _DONE:
                 outcome, delta, records = payload
                 self._on_counts(delta)
@@ -293,11 +296,13 @@ def start(
     end: Callable[[], Any] = lambda: None,
     on_end: Callable[[Any], None] = lambda payload: None,
     prepare: Callable[[Callable[[Any], None]], None] = lambda tell: None,
+    on_told: Callable[[Any], bool] = lambda payload: False,
 ) -> SideRuns | None:
     """Fork the child that runs specs in order; None when this process has other threads.
 
     In the child: after_fork() first (fresh pools and locks), then prepare(tell), whose
-    tell(x) (from any thread) the parent reads with wait_prepared(); run(spec) for each, on_stop()
+    tell(x) (from any thread) the parent reads with wait_prepared(), unless on_told(x), called
+    as it arrives (even while an item waits for a result), says it was taken care of; run(spec) for each, on_stop()
     when the parent closes its end (the session is over, or pytest died), end() last, its
     value handed to on_end() here. on_counts() gets what each run changed of counters()."""
     if threading.active_count() != 1:
@@ -320,7 +325,7 @@ def start(
             os._exit(code)
     os.close(results_w)
     os.close(commands_r)
-    return SideRuns(pid, [s.key for s in specs], results_r, commands_w, tag, on_counts, on_end)
+    return SideRuns(pid, [s.key for s in specs], results_r, commands_w, tag, on_counts, on_end, on_told)
 
 
 def _child(specs, run, counters, on_stop, end, prepare, results_fd: int, commands_fd: int) -> None:  # pragma: no cover
