@@ -321,6 +321,11 @@ class OnDeviceSession:
             self._side_built.add(key)
         return progress
 
+    def _catch_up(self, side: sideruns.SideRuns) -> None:
+        """File what the side process has told of its builds since last asked, without waiting."""
+        for told in side.told():
+            self._heard(told)
+
     def _prepare_aside(self, specs: list[BinarySpec], tell: Callable[[tuple], None], later: list) -> None:
         """In the side process: every build started, and pytest told of each binary built,
         and when it may go on to the items (GO): at once for a warm cache (the first binary
@@ -380,8 +385,7 @@ class OnDeviceSession:
         side = self._side
         if side is None or not side.reach(spec.key):
             return
-        for told in side.told():
-            self._heard(told)
+        self._catch_up(side)
         if spec.key not in self._side_built and not side.ready(spec.key) and not side.runs_here(spec.key):
             self._await_side(lambda: spec.key in self._side_built, lambda: side.ready(spec.key))
         if side.runs_here(spec.key):  # it stopped before this one: built here, still before the case
@@ -464,8 +468,7 @@ class OnDeviceSession:
                 side = self._aside(spec)
                 if side is not None and side.lost(spec.key):  # a rerun, never silent
                     device = result.device.name if result.device is not None else spec.board.name
-                    for told in side.told():  # its last word on what it had built
-                        self._heard(told)
+                    self._catch_up(side)  # its last word on what it had built
                     doing = "running" if spec.key in self._side_built else "building"
                     why = f"{side.reason}, while it was {doing} this binary beside pytest"
                     result.reruns.insert(0, Rerun(device, why, None, doing == "running"))
