@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_ondevice import sideruns
+from pytest_ondevice.build import store
 
 SPECS = [SimpleNamespace(rel=f"t{i}_test.c", key=("host", f"t{i}")) for i in range(4)]
 
@@ -424,6 +425,21 @@ def test_the_cache_entries_the_side_process_held_and_its_staging_dirs_are_left_t
     v2 = next((project.path / "_cache").rglob("holds")).parent
     assert not list((v2 / "tmp").iterdir()), "a failed build's staging dir was left"
     assert not list((v2 / "holds").iterdir()), "a hold file was left"
+
+
+def test_the_sessions_own_trim_keeps_what_the_side_process_built_and_used(project):
+    """The side process compiles (a miss, so the session trims at its end) and ends first:
+    pytest's process holds what it used before that trim, which would otherwise evict
+    everything down to ondevice_cache_size."""
+    for i in range(3):
+        project.write(f"p{i}_test.c", TRIVIAL.replace("EXPECT_EQ(1, 1)", f"EXPECT_EQ({i}, {i})"))
+    ini = project.path / "tox.ini"
+    ini.write_text(ini.read_text().rstrip("\n") + "\nondevice_cache_size = 1K\n")
+    result = project.pytester.runpytest_subprocess("--board=host", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3)
+    entries = project.path / "_cache" / store.LAYOUT / "entries"
+    kept = sorted(p.name for p in entries.rglob("*_test.c.elf"))
+    assert kept == [f"p{i}_test.c.elf" for i in range(3)], kept
 
 
 KILL_THE_SIDE = PYTEST_PID + """
