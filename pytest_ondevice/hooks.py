@@ -105,6 +105,8 @@ def activate(config: pytest.Config) -> None:
         session.devices.check_addresses()
     except InfrastructureError as e:
         raise pytest.UsageError(str(e)) from None
+    if _runs_tests_here(config) or settings.build_only:
+        session.ask_compilers([reg.get(name) for name in boards])
     if _runs_tests_here(config):  # connect while pytest collects and checks the build cache
         session.devices.connect([reg.get(name) for name in boards])
         config.stash[SWITCH_INTERVAL_KEY] = sys.getswitchinterval()

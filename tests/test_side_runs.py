@@ -348,10 +348,11 @@ def test_a_binary_built_while_pytest_reports_is_waited_for_between_two_items_nev
 
 DIED = "the local binaries stopped running beside pytest: the process running them ended"
 KILLS_THE_SIDE_AT_ITS_FIRST_COMPILER = """#!/bin/sh
-# the first time it is run it kills the process that ran it (the side process); later, each
-# compile takes a second
+# the first compile kills the process that ran it (the side process); later, each compile
+# takes a second (--version is asked by pytest's process, while it collects)
+case "$*" in *" -o "*) ;; *) exec cc "$@";; esac
 if mkdir killed-once 2>/dev/null; then kill -9 $PPID; exit 1; fi
-case "$*" in *" -o "*) sleep 1;; esac
+sleep 1
 exec cc "$@"
 """
 
@@ -667,3 +668,53 @@ def test_a_binary_runs_after_a_conftest_prepared_its_case(project):
     project.write("conftest.py", PREPARES % data)
     result = project.run()
     result.assert_outcomes(passed=2)
+
+
+AT_ONCE = """
+    import os, threading
+    from pytest_ondevice import runner
+
+    _build = runner.OnDeviceSession._build
+    lock = threading.Lock()
+    now = 0
+
+    def _counted(self, spec):
+        global now
+        with lock:
+            now += 1
+            with open("checks-at-once", "a") as f:
+                f.write(f"{os.getpid()} {now}\\n")
+        try:
+            return _build(self, spec)
+        finally:
+            with lock:
+                now -= 1
+
+    runner.OnDeviceSession._build = _counted
+"""
+
+
+def test_a_warm_cache_is_checked_one_binary_at_a_time_and_an_edit_starts_the_rest_at_once(project, monkeypatch):
+    """A warm check is the interpreter's work: several at once only take turns with the
+    runs, and pytest waited for its second binary. Once a check runs a compiler (sources
+    changed), the others are built at once, as a cold build is."""
+    args = _with_compiler(project, monkeypatch, SLOW_FOR_AN_EDIT, 12)
+    project.write("atonce.py", AT_ONCE)
+    project.pytester.runpytest_subprocess(*args).assert_outcomes(passed=12)
+
+    def most_at_once() -> int:
+        pytest_pid = int((project.path / "pytest.pid").read_text())
+        lines = [line.split() for line in (project.path / "checks-at-once").read_text().splitlines()]
+        (project.path / "checks-at-once").unlink()
+        return max(int(n) for pid, n in lines if int(pid) != pytest_pid)
+
+    project.write("conftest.py", PYTEST_PID)
+    result = project.pytester.runpytest_subprocess(*args, "-p", "atonce")
+    result.assert_outcomes(passed=12)
+    assert most_at_once() == 1
+    for i in (3, 4, 5):
+        project.write(f"p{i:02d}_test.c", "/* EDITED */\n" + TRIVIAL)
+    result = project.pytester.runpytest_subprocess(*args, "-p", "atonce")
+    result.assert_outcomes(passed=12)
+    result.stdout.fnmatch_lines(["ondevice build: 3 compiled, *"])
+    assert most_at_once() > 1

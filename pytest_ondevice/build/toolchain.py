@@ -6,6 +6,7 @@ what was tried, the Debian package and the pip alternative.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib.util
@@ -47,7 +48,8 @@ _RESOLVING = threading.Lock()
 
 def resolve(board: Board) -> ResolvedToolchain:
     """Asked by every build thread at once: one of them probes the compiler, the rest reuse it."""
-    env = (*(os.environ.get(k) for k in ("CC", "CXX", "AR", "PATH", *NDK_ENV)), zig_installed())
+    zig = zig_installed() if board.toolchain.zig_target else None  # a search of sys.path: 1 ms
+    env = (*(os.environ.get(k) for k in ("CC", "CXX", "AR", "PATH", *NDK_ENV)), zig)
     with _RESOLVING:
         return _resolve(board.name, board.toolchain, env)
 
@@ -145,9 +147,60 @@ def _ziglang_found() -> bool:
 @functools.cache
 def _identity(cc: tuple[str, ...]) -> str:
     """Path and version banner of the compiler: a new compiler invalidates the cache."""
+    where = os.path.realpath(shutil.which(cc[0]) or cc[0])
+    early = _EARLY.pop(cc, None)
+    out = _banner(early[1]) if early is not None and early[0] == where else _banner(None, cc)
+    if early is not None and early[0] != where:  # PATH changed since: that answer was another compiler's
+        _banner(early[1])
+    return hashlib.sha256(where.encode() + b"\0" + out).hexdigest()[:16]
+
+
+_EARLY: dict[tuple[str, ...], tuple[str, subprocess.Popen]] = {}  # cc: (its real path, its --version)
+
+
+def ask_early(board: Board) -> None:
+    """Start the board's compiler's `--version` now, while pytest collects: the first
+    build check waits 2-3 ms for its answer otherwise, before the first test can run. Only
+    a compiler found on PATH as named; the others are asked when a build resolves them."""
+    for kind, cc, *_ in _candidates(board.toolchain):
+        if kind == "zig" or any(a.startswith("--target=") for a in cc):
+            return  # found by a probe of its own: asked by the build
+        found = shutil.which(cc[0])
+        if found is None:
+            continue  # resolve() tries the next one too
+        if cc not in _EARLY:
+            with contextlib.suppress(OSError):
+                proc = subprocess.Popen([*cc, "--version"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                _EARLY[cc] = (os.path.realpath(found), proc)
+        return
+
+
+def forget_early() -> None:
+    """Reap what was asked early and never read (a session that built nothing)."""
+    while _EARLY:
+        _banner(_EARLY.popitem()[1][1])
+
+
+def _banner(proc: subprocess.Popen | None, cc: tuple[str, ...] = ()) -> bytes:
     try:
-        out = subprocess.run([*cc, "--version"], capture_output=True, timeout=60).stdout
+        if proc is None:
+            return subprocess.run([*cc, "--version"], capture_output=True, timeout=60).stdout
+        return proc.communicate(timeout=60)[0]
     except (OSError, subprocess.TimeoutExpired):
-        out = b""
-    where = shutil.which(cc[0]) or cc[0]
-    return hashlib.sha256(os.path.realpath(where).encode() + b"\0" + out).hexdigest()[:16]
+        if proc is not None:
+            proc.kill()
+            proc.wait()
+        return b""
+
+
+_PARENTS: list[tuple[str, subprocess.Popen]] = []
+
+
+def _parents_own() -> None:
+    """In a forked child: an answer owed to the parent is never read here (nor reaped: kept
+    until the child's os._exit)."""
+    _PARENTS.extend(_EARLY.values())
+    _EARLY.clear()
+
+
+os.register_at_fork(after_in_child=_parents_own)
