@@ -3,6 +3,10 @@ CppUTest 4.0 as Debian builds them; Unity's documented lines), fed in odd chunks
 
 from __future__ import annotations
 
+import ast
+import subprocess
+import sys
+
 import pytest
 
 from pytest_ondevice import formats
@@ -484,3 +488,26 @@ def test_gtest_and_cpputest_binaries_link_our_hook_and_their_runs_must_declare_i
     v = parse(CppUTest(), CPPUTEST, CPPUTEST_NAMES, RunEnd(exit_code=1))  # its printed lines alone
     assert {x.outcome for x in v.cases.values()} == {Outcome.FAILED}
     assert "printed no nonce" in v.cases["Grp.Passes"].message
+
+
+def test_a_tflm_source_imports_no_other_format_and_each_header_still_picks_its_own():
+    """Our formats are known by their headers without importing them: a run of TFLM tests
+    loads none of the other four (3 ms a run)."""
+    probe = (
+        "import sys\n"
+        "from pytest_ondevice import formats\n"
+        "assert formats.for_source('#include \"micro_test.h\"\\n').name == 'tflm'\n"
+        "print(sorted(m for m in sys.modules if m.startswith('pytest_ondevice.formats.')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    loaded = {m.rsplit(".", 1)[1] for m in ast.literal_eval(out)}
+    assert loaded.isdisjoint({"gtest", "cpputest", "unity", "libtest"}), loaded
+    for header, name in [
+        ("gtest/gtest.h", "gtest"),
+        ("gmock/gmock.h", "gtest"),
+        ("CppUTest/TestHarness.h", "cpputest"),
+        ("unity.h", "unity"),
+        ("micro_test.h", "tflm"),
+    ]:
+        assert formats.for_source(f"#include <{header}>\n").name == name
+    assert formats.for_source("int main(void) { return 0; }\n").name == "tflm"

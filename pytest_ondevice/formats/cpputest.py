@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from . import HARNESS_DIR, Format, Needs, declared_cases, has_main
+from . import BUILTIN, HARNESS_DIR, Format, Needs, declared_cases, has_main
 from .discover import Case, code_of
 from .protocol import Outcome
 from .stream import CaseStream, Summary
@@ -29,7 +29,7 @@ _COUNT = re.compile(r"(\d+) (failures|tests|ran|checks|ignored|filtered out)\b")
 
 class CppUTest(Format):
     name = "cpputest"
-    headers = ("CppUTest/TestHarness.h", "CppUTest/CommandLineTestRunner.h")
+    headers = BUILTIN["cpputest"].headers
     kinds = ("host", "linux")  # it needs an operating system (threads, files, a heap)
     run_args = ("-v",)
 

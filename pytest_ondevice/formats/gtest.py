@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from . import HARNESS_DIR, Format, Needs, declared_cases, has_main
+from . import BUILTIN, HARNESS_DIR, Format, Needs, declared_cases, has_main
 from .discover import Case, code_of
 from .protocol import Outcome
 from .stream import CaseStream, Summary
@@ -33,7 +33,7 @@ _FAILED_COUNT = re.compile(r"^ ?(\d+) FAILED TESTS?$")
 
 class GoogleTest(Format):
     name = "gtest"
-    headers = ("gtest/gtest.h", "gmock/gmock.h")
+    headers = BUILTIN["gtest"].headers
     kinds = ("host", "linux")  # it needs an operating system (threads, files, a heap)
     run_args = ("--gtest_color=no",)
 

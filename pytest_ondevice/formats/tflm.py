@@ -3,14 +3,14 @@ nonce-stamped markers: the format every source is in unless it says otherwise.""
 
 from __future__ import annotations
 
-from . import Format
+from . import BUILTIN, Format
 from .discover import Case, find_cases
 from .protocol import TestOutputParser
 
 
 class Tflm(Format):
     name = "tflm"
-    headers = ("micro_test.h",)
+    headers = BUILTIN["tflm"].headers
 
     def find_cases(self, text: str) -> list[Case]:
         return find_cases(text)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from . import HARNESS_DIR, NO_NEEDS, Format, Needs, has_main
+from . import BUILTIN, HARNESS_DIR, NO_NEEDS, Format, Needs, has_main
 from .discover import Case, code_of, line_at
 from .lines import BoundedLines
 from .protocol import BinaryVerdicts, Outcome, RunEnd, Verdict
@@ -45,7 +45,7 @@ _TALLY = re.compile(r"^(\d+) Tests (\d+) Failures (\d+) Ignored\s*$")
 
 class Unity(Format):
     name = "unity"
-    headers = ("unity.h",)
+    headers = BUILTIN["unity"].headers
 
     def find_cases(self, text: str) -> list[Case]:
         code = code_of(text)
