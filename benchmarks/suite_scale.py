@@ -21,7 +21,12 @@ fourth, `floor`: the plugin's own items with every binary's result made beforeha
 
 The figure compared is the cost of one more case: (plugin - own - plugin's start-up) /
 cases against (pytest - pytest's start-up) / cases (target: <= 1.0), and it should stay
-flat as the suite grows.
+flat as the suite grows. That start-up has no C test, so what a run pays once for having
+any (the side process's fork, the compiler's version, the first binary's wait) is spread
+over the cases: at 100 cases, 0.2 ms a case. The last column takes each tool's start-up
+with one trivial test of its own kind instead (the plugin: one binary of one case, less
+that binary's own time; pytest: one Python test), the slope of each: ((plugin - own) -
+(plugin1 - own1)) / (cases - 1) against (pytest - pytest0) / (cases - 1).
 
 --build N: N binaries built from cold (empty build dir and cache) by the plugin
 (`--build-only`) and by `make -j2` running the same compile and link commands, recorded
@@ -106,9 +111,13 @@ def scale(work: Path, sizes: list[int], repeats: int, floor: bool = False) -> No
     empty_py = tree(work / "empty-py", 0, "", "")
     for empty in (empty_c, empty_py):  # one trivial test, so neither run ends with "no tests ran"
         (empty / "tests" / "test_one.py").write_text("def test_one():\n    pass\n")
+    one_c = tree(work / "one-c", 1, ".c", TEST_C.replace(CASES, CASES.splitlines(keepends=True)[0]))
+    subprocess.run(pytest_cmd(*PLUGIN, "--board=host", "--build-only", "tests"), cwd=one_c, env=ENV, check=True)
+    (one_binary,) = (p for p in (one_c / "_build" / "host" / "bin").rglob("*_test.c.elf") if p.is_file())
     print(
         f"{'cases':>8} {'binaries':>8} {'plugin s':>9} {'own s':>7} {'pytest s':>9} | per case, whole run (ms): "
-        f"{'plugin':>7} {'pytest':>7} {'ratio':>6} | one more case (ms): {'plugin':>7} {'pytest':>7} {'ratio':>6}"
+        f"{'plugin':>7} {'pytest':>7} {'ratio':>6} | one more case (ms): {'plugin':>7} {'pytest':>7} {'ratio':>6} "
+        f"| start-up of its own kind: {'plugin':>7} {'ratio':>6}"
     )
     for cases in sizes:
         files = cases // PER_FILE
@@ -130,6 +139,8 @@ def scale(work: Path, sizes: list[int], repeats: int, floor: bool = False) -> No
             "pytest": (pytest_cmd(*junit, "tests"), py_tree, ENV),
             "plugin0": (pytest_cmd(*PLUGIN, "--board=host", "tests"), empty_c, ENV),
             "pytest0": (pytest_cmd("tests"), empty_py, ENV),
+            "plugin1": (pytest_cmd(*PLUGIN, "--board=host", *junit, "tests"), one_c, ENV),
+            "own1": (shell_loop([one_binary]), one_c, ENV),
         }
         if floor:
             replayed = pytest_cmd(*PLUGIN, "-p", "_replay", "--board=host", *junit, "tests")
@@ -141,10 +152,15 @@ def scale(work: Path, sizes: list[int], repeats: int, floor: bool = False) -> No
             (figures["plugin"] - figures["own"] - figures["plugin0"]) / cases * 1000,
             (figures["pytest"] - figures["pytest0"]) / cases * 1000,
         )
+        own_kind = (
+            (figures["plugin"] - figures["own"] - figures["plugin1"] + figures["own1"]) / (cases - 1) * 1000,
+            (figures["pytest"] - figures["pytest0"]) / (cases - 1) * 1000,
+        )
         print(
             f"{cases:8d} {files:8d} {figures['plugin']:9.2f} {figures['own']:7.2f} {figures['pytest']:9.2f} | "
             f"{'':25s}{whole[0]:7.3f} {whole[1]:7.3f} {whole[0] / whole[1]:6.2f} | "
-            f"{'':19s}{more[0]:7.3f} {more[1]:7.3f} {more[0] / more[1]:6.2f}",
+            f"{'':19s}{more[0]:7.3f} {more[1]:7.3f} {more[0] / more[1]:6.2f} | "
+            f"{'':25s}{own_kind[0]:7.3f} {own_kind[0] / own_kind[1]:6.2f}",
             flush=True,
         )
         if floor:
@@ -155,7 +171,10 @@ def scale(work: Path, sizes: list[int], repeats: int, floor: bool = False) -> No
                 f"add {more[0] - items:.3f} ms a case",
                 flush=True,
             )
-    print(f"start-up (one trivial Python test): plugin {figures['plugin0']:.3f} s, pytest {figures['pytest0']:.3f} s")
+    print(
+        f"start-up (one trivial Python test): plugin {figures['plugin0']:.3f} s, pytest {figures['pytest0']:.3f} s; "
+        f"the plugin with one binary of one case: {figures['plugin1']:.3f} s (that binary's own: {figures['own1']:.4f})"
+    )
     print(
         "whole run: (plugin - own) / cases against pytest / cases, start-up included, as a user waits "
         "(the target: <= 1.0); one more case: each tool's start-up taken away"
