@@ -247,6 +247,14 @@ def test_the_binaries_run_beside_pytest_unless_the_ini_says_not_to(project, side
         assert parents == {pytest_pid}
 
 
+def test_a_single_binary_runs_in_pytests_process(project):
+    """Nothing to run beside pytest while it reports: a fork would only cost (12 ms a run)."""
+    project.write("p0_test.c", PARENT)
+    project.write("conftest.py", PYTEST_PID)
+    project.pytester.runpytest_subprocess("--board=host", "-p", "no:cacheprovider").assert_outcomes(passed=1)
+    assert _started_by(project, "p0_test") == int((project.path / "pytest.pid").read_text())
+
+
 CHECKED_BY = """
     import os
     from pytest_ondevice.build import builder
@@ -629,6 +637,7 @@ KILL_AT_A = KILL_THE_SIDE.replace('item.path.name == "p1_test.c"', 'item.path.na
 
 def test_a_binary_the_dead_side_process_was_running_does_not_outlive_it(project):
     project.write("a_test.c", SLEEPS)
+    project.write("b_test.c", TRIVIAL)  # a single binary runs in pytest's process
     project.write("killside.py", KILL_AT_A)
     result = project.pytester.runpytest_subprocess(
         "--board=host", "-p", "no:cacheprovider", "-p", "killside", "-o", "ondevice_timeout=2"
