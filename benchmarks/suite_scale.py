@@ -112,7 +112,13 @@ def scale(work: Path, sizes: list[int], repeats: int, floor: bool = False) -> No
     for empty in (empty_c, empty_py):  # one trivial test, so neither run ends with "no tests ran"
         (empty / "tests" / "test_one.py").write_text("def test_one():\n    pass\n")
     one_c = tree(work / "one-c", 1, ".c", TEST_C.replace(CASES, CASES.splitlines(keepends=True)[0]))
-    subprocess.run(pytest_cmd(*PLUGIN, "--board=host", "--build-only", "tests"), cwd=one_c, env=ENV, check=True)
+    subprocess.run(
+        pytest_cmd(*PLUGIN, "--board=host", "--build-only", "tests"),
+        cwd=one_c,
+        env=ENV,
+        capture_output=True,
+        check=True,
+    )
     (one_binary,) = (p for p in (one_c / "_build" / "host" / "bin").rglob("*_test.c.elf") if p.is_file())
     print(
         f"{'cases':>8} {'binaries':>8} {'plugin s':>9} {'own s':>7} {'pytest s':>9} | per case, whole run (ms): "
