@@ -149,9 +149,9 @@ def _identity(cc: tuple[str, ...]) -> str:
     """Path and version banner of the compiler: a new compiler invalidates the cache."""
     where = os.path.realpath(shutil.which(cc[0]) or cc[0])
     early = _EARLY.pop(cc, None)
-    out = _banner(early[1]) if early is not None and early[0] == where else _banner(None, cc)
-    if early is not None and early[0] != where:  # PATH changed since: that answer was another compiler's
-        _banner(early[1])
+    out = _banner(early[1]) if early is not None else b""  # read, and reaped, in any case
+    if early is None or early[0] != where:  # not asked early, or PATH now finds another compiler
+        out = _banner(None, cc)
     return hashlib.sha256(where.encode() + b"\0" + out).hexdigest()[:16]
 
 
