@@ -105,7 +105,7 @@ def activate(config: pytest.Config) -> None:
         session.devices.check_addresses()
     except InfrastructureError as e:
         raise pytest.UsageError(str(e)) from None
-    if _runs_tests_here(config) or settings.build_only:
+    if _builds_here(config):
         session.ask_compilers([reg.get(name) for name in boards])
     if _runs_tests_here(config):  # connect while pytest collects and checks the build cache
         session.devices.connect([reg.get(name) for name in boards])
@@ -270,7 +270,12 @@ def _conftest_prepares(config: pytest.Config) -> bool:
 
 def _runs_tests_here(config: pytest.Config) -> bool:
     """False for --collect-only, --build-only and an xdist controller (its workers run the tests)."""
-    if config.getoption("collectonly") or config.getoption("build_only"):
+    return not config.getoption("build_only") and _builds_here(config)
+
+
+def _builds_here(config: pytest.Config) -> bool:
+    """False for --collect-only and an xdist controller (its workers build)."""
+    if config.getoption("collectonly"):
         return False
     is_controller = bool(getattr(config.option, "numprocesses", None)) and not hasattr(config, "workerinput")
     return not is_controller

@@ -43,6 +43,7 @@ DEFAULT_TIMEOUT = 60.0
 BUILDING, BUILT, GO = "building", "built", "go"  # what the side process tells of its builds
 SAY = "say"  # and a line for the person watching (waiting for a device's lease), said at once
 FIRST_ALONE = 0.05  # seconds the side process checks its first binary before the others
+COMPILER_SEEN = 0.005  # seconds a warm check may take before the side process asks whether a compiler runs
 CACHE_COUNTS = ("hits", "misses", "damaged", "uncached", "untrusted")  # the build store's, in the summary
 NONCE_LINE_SYMBOL = "ondevice_nonce_line"  # micro_test.h's
 T = TypeVar("T")
@@ -370,17 +371,18 @@ class OnDeviceSession:
             runs (their binaries' output is waited for without the lock). Four at once took
             three times as long each and held back the runs: pytest waited 5-8 ms for the
             second binary of a session. The first check that runs a compiler (a changed
-            source) starts all the rest at once, as a cold build does."""
-            for i, spec in enumerate(rest):
-                try:
+            source) starts all the rest at once, as a cold build does, as soon as it runs."""
+            try:
+                for i, spec in enumerate(rest):
                     fut = told_when_built(spec)
-                except RuntimeError:  # its pool is shut: the side process is stopping
-                    return
-                wait([fut])
-                if self.builder.tools_started:
-                    for other in rest[i + 1 :]:
-                        told_when_built(other)
-                    return
+                    while not wait([fut], timeout=COMPILER_SEEN).done and not self.builder.tools_started:
+                        pass
+                    if self.builder.tools_started:  # the rest with it, not after it
+                        for other in rest[i + 1 :]:
+                            told_when_built(other)
+                        return
+            except RuntimeError:  # its pool is shut: the side process is stopping
+                return
 
         def watch(futures: list[Future]) -> None:
             try:
@@ -645,7 +647,6 @@ class OnDeviceSession:
         if self._closed:
             return
         self._closed = True
-        toolchain.forget_early()
         self.stopping.set()
         self.builder.stop()  # compilers still running are killed, none start
         self.devices.stop()  # a run still going (run-ahead, Ctrl-C) ends now
@@ -654,6 +655,7 @@ class OnDeviceSession:
         for pool in self._run_pools.values():
             pool.shutdown(wait=True, cancel_futures=True)
         self._build_pool.shutdown(wait=True, cancel_futures=True)
+        toolchain.forget_early()  # after the builds: none may read it now
         self.devices.close()
         self.builder.close(self.settings.cache_max_size)
         if self._own_run_dir is not None:

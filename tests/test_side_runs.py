@@ -4,6 +4,7 @@ when it dies, is stopped, or the whole process group is signalled."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import signal
@@ -679,51 +680,49 @@ def test_a_binary_runs_after_a_conftest_prepared_its_case(project):
     result.assert_outcomes(passed=2)
 
 
-AT_ONCE = """
-    import os, threading
+CHECKS = """
+    import os, time
     from pytest_ondevice import runner
 
     _build = runner.OnDeviceSession._build
-    lock = threading.Lock()
-    now = 0
 
-    def _counted(self, spec):
-        global now
-        with lock:
-            now += 1
-            with open("checks-at-once", "a") as f:
-                f.write(f"{os.getpid()} {now}\\n")
+    def _timed(self, spec):
+        started = time.monotonic()
         try:
             return _build(self, spec)
         finally:
-            with lock:
-                now -= 1
+            with open("checks", "a") as f:
+                f.write(f"{os.getpid()} {spec.source.name} {started} {time.monotonic()}\\n")
 
-    runner.OnDeviceSession._build = _counted
+    runner.OnDeviceSession._build = _timed
 """
 
 
-def test_a_warm_cache_is_checked_one_binary_at_a_time_and_an_edit_starts_the_rest_at_once(project, monkeypatch):
+def test_a_warm_cache_is_checked_one_binary_at_a_time_and_edits_are_compiled_at_once(project, monkeypatch):
     """A warm check is the interpreter's work: several at once only take turns with the
     runs, and pytest waited for its second binary. Once a check runs a compiler (sources
-    changed), the others are built at once, as a cold build is."""
+    changed), the others are built at once, as a cold build is: the edited ones compile
+    together, not one after the other."""
     args = _with_compiler(project, monkeypatch, SLOW_FOR_AN_EDIT, 12)
-    project.write("atonce.py", AT_ONCE)
+    project.write("checks.py", CHECKS)
     project.pytester.runpytest_subprocess(*args).assert_outcomes(passed=12)
-
-    def most_at_once() -> int:
-        pytest_pid = int((project.path / "pytest.pid").read_text())
-        lines = [line.split() for line in (project.path / "checks-at-once").read_text().splitlines()]
-        (project.path / "checks-at-once").unlink()
-        return max(int(n) for pid, n in lines if int(pid) != pytest_pid)
-
     project.write("conftest.py", PYTEST_PID)
-    result = project.pytester.runpytest_subprocess(*args, "-p", "atonce")
-    result.assert_outcomes(passed=12)
-    assert most_at_once() == 1
-    for i in (3, 4, 5):
-        project.write(f"p{i:02d}_test.c", "/* EDITED */\n" + TRIVIAL)
-    result = project.pytester.runpytest_subprocess(*args, "-p", "atonce")
+
+    def side_checks() -> dict[str, tuple[float, float]]:
+        pytest_pid = (project.path / "pytest.pid").read_text()
+        lines = [line.split() for line in (project.path / "checks").read_text().splitlines()]
+        (project.path / "checks").unlink()
+        return {name: (float(a), float(b)) for pid, name, a, b in lines if pid != pytest_pid}
+
+    project.pytester.runpytest_subprocess(*args, "-p", "checks").assert_outcomes(passed=12)
+    spans = sorted(side_checks().values())
+    assert len(spans) == 12
+    assert all(end <= next_start for (_, end), (next_start, _) in itertools.pairwise(spans)), spans
+    edited = ["p03_test.c", "p04_test.c", "p05_test.c"]
+    for name in edited:
+        project.write(name, "/* EDITED */\n" + TRIVIAL)
+    result = project.pytester.runpytest_subprocess(*args, "-p", "checks")
     result.assert_outcomes(passed=12)
     result.stdout.fnmatch_lines(["ondevice build: 3 compiled, *"])
-    assert most_at_once() > 1
+    spans = side_checks()
+    assert max(spans[n][0] for n in edited) < min(spans[n][1] for n in edited), spans  # all three at once

@@ -6,6 +6,8 @@ import functools
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
+
 from pytest_ondevice.build import toolchain
 from pytest_ondevice.config.board import BoardRegistry
 
@@ -13,7 +15,7 @@ from pytest_ondevice.config.board import BoardRegistry
 def test_build_threads_asking_at_once_probe_the_compiler_once(monkeypatch):
     probes = []
 
-    def slow_identity(cc):  # `cc --version`: long enough for every thread to arrive meanwhile
+    def slow_identity(cc, path):  # `cc --version`: long enough for every thread to arrive meanwhile
         probes.append(cc)
         time.sleep(0.05)
         return "identity"
@@ -74,11 +76,70 @@ def test_an_early_answer_from_a_compiler_path_no_longer_finds_is_not_its_identit
     assert not toolchain._EARLY  # the old answer read and reaped all the same
 
 
-def test_an_early_question_nobody_read_is_reaped(tmp_path, monkeypatch):
+def test_an_early_answer_under_another_environment_is_not_its_identity(tmp_path, monkeypatch):
+    """CC is a launcher (`ccache gcc`, here `env gcc`): its own path stays the same when a
+    conftest puts another gcc first on PATH, or sets what a wrapper reads. The identity is
+    the compiler the build runs, asked then."""
     _fresh(monkeypatch)
-    _fake_compiler(tmp_path / "bin", "cc 1.0", tmp_path / "calls")
+    _fake_compiler(tmp_path / "old", "gcc 1.0", tmp_path / "old-calls").rename(tmp_path / "old" / "gcc")
+    _fake_compiler(tmp_path / "new", "gcc 2.0", tmp_path / "new-calls").rename(tmp_path / "new" / "gcc")
+    monkeypatch.setenv("CC", "env gcc")
+    board = BoardRegistry().get("host")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'new'}:/usr/bin:/bin")
+    direct = toolchain.resolve(board).identity
+    _fresh(monkeypatch)
+    monkeypatch.setenv("CC", "env gcc")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'old'}:/usr/bin:/bin")
+    toolchain.ask_early(board)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'new'}:/usr/bin:/bin")
+    assert toolchain.resolve(board).identity == direct
+    _fresh(monkeypatch)
+    monkeypatch.setenv("CC", "env gcc")
+    asked = len((tmp_path / "new-calls").read_text().split())
+    toolchain.ask_early(board)  # the same PATH, and one more variable a wrapper could read
+    monkeypatch.setenv("ONDEVICE_SOMETHING", "1")
+    toolchain.resolve(board)
+    assert len((tmp_path / "new-calls").read_text().split()) == asked + 2  # asked again, not read
+
+
+def test_the_identity_follows_path_within_one_process(tmp_path, monkeypatch):
+    """Two sessions in one process (pytester's in-process runs): a launcher's identity is
+    asked again when PATH changed, never the first session's."""
+    _fresh(monkeypatch)
+    _fake_compiler(tmp_path / "old", "gcc 1.0", tmp_path / "old-calls").rename(tmp_path / "old" / "gcc")
+    _fake_compiler(tmp_path / "new", "gcc 2.0", tmp_path / "new-calls").rename(tmp_path / "new" / "gcc")
+    monkeypatch.setenv("CC", "env gcc")
+    board = BoardRegistry().get("host")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'old'}:/usr/bin:/bin")
+    first = toolchain.resolve(board).identity
+    monkeypatch.setenv("PATH", f"{tmp_path / 'new'}:/usr/bin:/bin")
+    assert toolchain.resolve(board).identity != first
+
+
+def test_an_early_question_nobody_read_is_ended_not_waited_for(tmp_path, monkeypatch):
+    """A compiler that hangs on --version does not hold the end of a session that built nothing."""
+    _fresh(monkeypatch)
+    (tmp_path / "bin").mkdir()
+    hangs = tmp_path / "bin" / "cc"
+    hangs.write_text("#!/bin/sh\nexec sleep 1000\n")
+    hangs.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:/usr/bin:/bin")
     toolchain.ask_early(BoardRegistry().get("host"))
-    (proc,) = [p for _, p in toolchain._EARLY.values()]
+    (early,) = toolchain._EARLY.values()
+    started = time.monotonic()
     toolchain.forget_early()
-    assert proc.returncode == 0 and not toolchain._EARLY
+    assert time.monotonic() - started < 5
+    assert early.proc.returncode is not None and early.proc.stdout.closed and not toolchain._EARLY
+
+
+def test_cc_set_but_empty_is_unset_and_blanks_name_the_package(monkeypatch):
+    _fresh(monkeypatch)
+    board = BoardRegistry().get("host")
+    monkeypatch.setenv("CC", "")
+    toolchain.ask_early(board)
+    assert toolchain.resolve(board).cc == ("cc",)
+    toolchain.forget_early()
+    monkeypatch.setenv("CC", "  ")
+    toolchain.ask_early(board)  # nothing to ask
+    with pytest.raises(toolchain.ToolchainError, match="apt-get install build-essential"):
+        toolchain.resolve(board)

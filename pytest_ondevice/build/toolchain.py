@@ -64,7 +64,9 @@ def _resolve(board_name: str, tc, env: tuple) -> ResolvedToolchain:
         tried.append(shlex.join(candidate[1]))
         if _available(candidate[1]):
             kind, cc, cxx, ar = candidate
-            return ResolvedToolchain(kind, cc, cxx, ar, _identity(cc), _ldflags(kind, tc.ldflags))
+            return ResolvedToolchain(
+                kind, cc, cxx, ar, _identity(cc, os.environ.get("PATH")), _ldflags(kind, tc.ldflags)
+            )
     install = []
     if tc.debian_package:
         install.append(f"apt-get install {tc.debian_package}")
@@ -78,9 +80,10 @@ def _resolve(board_name: str, tc, env: tuple) -> ResolvedToolchain:
 
 def _candidates(tc):
     if tc.gnu == "":
-        cc = tuple(shlex.split(os.environ.get("CC", "cc")))
-        cxx = tuple(shlex.split(os.environ.get("CXX", "c++")))
-        ar = tuple(shlex.split(os.environ.get("AR", "ar")))
+        # set but empty is unset, as make and CMake take it
+        cc = tuple(shlex.split(os.environ.get("CC") or "cc"))
+        cxx = tuple(shlex.split(os.environ.get("CXX") or "c++"))
+        ar = tuple(shlex.split(os.environ.get("AR") or "ar"))
         yield "native", cc, cxx, ar
         return
     ndk = _ndk_bin(tc)
@@ -120,6 +123,8 @@ def _ldflags(kind: str, board_ldflags: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _available(argv: tuple[str, ...]) -> bool:
+    if not argv:  # CC of blanks only
+        return False
     if argv[0] == sys.executable and argv[1:3] == ("-m", "ziglang"):
         return zig_installed()
     if shutil.which(argv[0]) is None:
@@ -145,40 +150,60 @@ def _ziglang_found() -> bool:
 
 
 @functools.cache
-def _identity(cc: tuple[str, ...]) -> str:
-    """Path and version banner of the compiler: a new compiler invalidates the cache."""
+def _identity(cc: tuple[str, ...], path: str | None) -> str:
+    """Path and version banner of the compiler: a new compiler invalidates the cache. (By
+    PATH too: a launcher's name, `ccache gcc`, stays the same when PATH finds another gcc.)"""
     where = os.path.realpath(shutil.which(cc[0]) or cc[0])
     early = _EARLY.pop(cc, None)
-    out = _banner(early[1]) if early is not None else b""  # read, and reaped, in any case
-    if early is None or early[0] != where:  # not asked early, or PATH now finds another compiler
+    out = _banner(early.proc) if early is not None else b""  # read, and reaped, in any case
+    if early is None or not early.still_true(where):
         out = _banner(None, cc)
     return hashlib.sha256(where.encode() + b"\0" + out).hexdigest()[:16]
 
 
-_EARLY: dict[tuple[str, ...], tuple[str, subprocess.Popen]] = {}  # cc: (its real path, its --version)
+@dataclass
+class _Early:
+    """A compiler's --version started early, and what it was asked under."""
+
+    where: str  # the compiler's real path then
+    environ: dict[str, str]  # all of it: a launcher or a wrapper script may read any of it
+    cwd: str
+    proc: subprocess.Popen
+
+    def still_true(self, where: str) -> bool:
+        """Asked of the compiler the build runs now, under the same environment."""
+        return where == self.where and os.environ == self.environ and os.getcwd() == self.cwd
+
+
+_EARLY: dict[tuple[str, ...], _Early] = {}
 
 
 def ask_early(board: Board) -> None:
     """Start the board's compiler's `--version` now, while pytest collects: the first
     build check waits 2-3 ms for its answer otherwise, before the first test can run. Only
-    a compiler found on PATH as named; the others are asked when a build resolves them."""
+    a compiler found on PATH as named; the others are asked when a build resolves them. The
+    answer is used only if nothing it could depend on changed by then (a conftest's PATH)."""
     for kind, cc, *_ in _candidates(board.toolchain):
-        if kind == "zig" or any(a.startswith("--target=") for a in cc):
-            return  # found by a probe of its own: asked by the build
+        if not cc or kind == "zig" or any(a.startswith("--target=") for a in cc):
+            return  # none, or found by a probe of its own: asked by the build
         found = shutil.which(cc[0])
         if found is None:
             continue  # resolve() tries the next one too
         if cc not in _EARLY:
             with contextlib.suppress(OSError):
                 proc = subprocess.Popen([*cc, "--version"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-                _EARLY[cc] = (os.path.realpath(found), proc)
+                _EARLY[cc] = _Early(os.path.realpath(found), dict(os.environ), os.getcwd(), proc)
         return
 
 
 def forget_early() -> None:
-    """Reap what was asked early and never read (a session that built nothing)."""
+    """End what was asked early and never read (a session that built nothing): killed, not
+    waited for (a compiler that hangs on --version would hold the session's end)."""
     while _EARLY:
-        _banner(_EARLY.popitem()[1][1])
+        proc = _EARLY.popitem()[1].proc
+        with contextlib.suppress(OSError):
+            proc.kill()
+        proc.communicate()
 
 
 def _banner(proc: subprocess.Popen | None, cc: tuple[str, ...] = ()) -> bytes:
@@ -189,11 +214,11 @@ def _banner(proc: subprocess.Popen | None, cc: tuple[str, ...] = ()) -> bytes:
     except (OSError, subprocess.TimeoutExpired):
         if proc is not None:
             proc.kill()
-            proc.wait()
+            proc.communicate()  # its pipe closed too
         return b""
 
 
-_PARENTS: list[tuple[str, subprocess.Popen]] = []
+_PARENTS: list[_Early] = []
 
 
 def _parents_own() -> None:
