@@ -246,10 +246,8 @@ class OnDeviceSession:
                 toolchain.resolve(board)
         built = self.builder.stats.exported()
         later: list[Callable[[], None]] = []  # in the side process: the others' builds, once the first has run
-        begun = threading.Semaphore(0)  # one more for each binary the side process goes on to
 
         def run(spec: BinarySpec) -> BinaryResult:
-            begun.release()
             try:
                 return self._build_and_run(spec)
             finally:
@@ -269,7 +267,7 @@ class OnDeviceSession:
                 self.builder.model_sizes,
             ),
             on_end=self._side_ended,
-            prepare=lambda tell: self._prepare_aside(aside, tell, later, begun),
+            prepare=lambda tell: self._prepare_aside(aside, tell, later),
             on_told=self._said,
         )
         self._new_threads()
@@ -332,9 +330,7 @@ class OnDeviceSession:
         for told in side.told():
             self._heard(told)
 
-    def _prepare_aside(
-        self, specs: list[BinarySpec], tell: Callable[[tuple], None], later: list, begun: threading.Semaphore
-    ) -> None:
+    def _prepare_aside(self, specs: list[BinarySpec], tell: Callable[[tuple], None], later: list) -> None:
         """In the side process: every build started, and pytest told of each binary built,
         and when it may go on to the items (GO): at once for a warm cache (the first binary
         checked within FIRST_ALONE and no compiler run), else once every build is done, with
@@ -371,16 +367,13 @@ class OnDeviceSession:
 
         def check_in_order(rest: list[BinarySpec]) -> None:
             """A warm cache's checks are the interpreter's work alone: one at a time, in item
-            order, each once the binary before it has gone on to run, so that the check takes
-            its turns at the interpreter lock while that binary's output is awaited, not while
-            a result is sent or a binary started. Four at once took three times as long each
-            and held back the runs: pytest waited 5-8 ms for the second binary of a session;
-            one thread checking all it could still held each hand-over back up to the switch
-            interval. The first check that runs a compiler (a changed source) starts all the
-            rest at once, as a cold build does, as soon as it runs."""
+            order, each ahead of the run that needs it, on one thread that takes turns with the
+            runs (their binaries' output is waited for without the lock). Four at once took
+            three times as long each and held back the runs: pytest waited 5-8 ms for the
+            second binary of a session. The first check that runs a compiler (a changed
+            source) starts all the rest at once, as a cold build does, as soon as it runs."""
             try:
                 for i, spec in enumerate(rest):
-                    begun.acquire()  # the binary before it (rest[i - 1], or the first) has gone on
                     fut = told_when_built(spec)
                     while not wait([fut], timeout=COMPILER_SEEN).done and not self.builder.tools_started:
                         pass
