@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from _kernels import write_kernel_tests
-from _revision import installed_layout
+from _revision import installed_layout, level_path
 from _timing import timed_with_cpu
 
 REPO = Path(__file__).resolve().parent.parent
@@ -109,9 +109,12 @@ def main() -> int:
             *("--board=android-arm64", f"--device=adb:{device.serial}", "tests"),
         ]
         against_env = None
+        ours_env = env
         if args.against:
             site = str(installed_layout(args.against, root / "against"))
             against_env = {**env, "PYTHONPATH": os.pathsep.join(p for p in (site, env.get("PYTHONPATH")) if p)}
+            level = str(level_path(root / "level"))  # ours with as long a sys.path as the revision's
+            ours_env = {**env, "PYTHONPATH": os.pathsep.join(p for p in (level, env.get("PYTHONPATH")) if p)}
             timed_with_cpu([*pytest_cmd, "--build-only"], project, against_env)
         timed_with_cpu([*pytest_cmd, "--build-only"], project, env)  # the build cache is warm from here
         bins = sorted(str(p) for p in (project / "_build" / "android-arm64" / "bin").rglob("*_test*") if p.is_file())
@@ -140,7 +143,7 @@ def main() -> int:
             shutil.rmtree(device_cache, ignore_errors=True)
             return timed_with_cpu(pytest_cmd, project, run_env)
 
-        runs = {"a": cli, "b": ideal, "c": lambda: ours_fresh_device(env)}
+        runs = {"a": cli, "b": ideal, "c": lambda: ours_fresh_device(ours_env)}
         if against_env is not None:
             runs["x"] = lambda: ours_fresh_device(against_env)
         wall: dict[str, list[float]] = {k: [] for k in runs}

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from _kernels import write_kernel_tests
-from _revision import installed_layout
+from _revision import installed_layout, level_path
 from _timing import timed, timed_with_cpu
 
 REPO = Path(__file__).resolve().parent.parent
@@ -132,6 +132,7 @@ def main() -> int:
         (root / "noverify" / "ondevice_noverify.py").write_text(NO_VERIFY)
         serial_cmd = [a if a != "--board=rpi" else "--board=rpi-serial" for a in pytest_cmd]
         against_path = str(installed_layout(args.against, root / "against")) if args.against else ""
+        ours_path = str(level_path(root / "level")) if args.against else ""  # as long a sys.path as the revision's
         for cmd in (pytest_cmd, serial_cmd):  # the build cache is warm
             timed_here([*cmd, "--build-only"], project)
         if against_path:
@@ -157,7 +158,7 @@ def main() -> int:
 
         def ours_fresh_device() -> float:
             shutil.rmtree(device_cache, ignore_errors=True)
-            return timed_here(pytest_cmd, project, cpu="c")
+            return timed_here(pytest_cmd, project, ours_path, cpu="c")
 
         def against_fresh_device() -> float:
             shutil.rmtree(device_cache, ignore_errors=True)
