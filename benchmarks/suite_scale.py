@@ -92,11 +92,17 @@ def shell_loop(binaries: list[Path]) -> list[str]:
 
 
 def median_times(commands: dict[str, tuple[list[str], Path, dict]], repeats: int) -> dict[str, float]:
+    """Each command's median; and under "paired", the median over rounds of one round's
+    ratio of one more case (plugin's to pytest's), each from runs a second apart: a
+    difference of medians taken over minutes moves with the machine's drift."""
     runs: dict[str, list[float]] = {k: [] for k in commands}
     for _ in range(repeats):  # interleaved: the machine's drift falls on all alike
         for name, (argv, cwd, env) in commands.items():
             runs[name].append(timed(argv, cwd, env))
-    return {k: statistics.median(v) for k, v in runs.items()}
+    medians = {k: statistics.median(v) for k, v in runs.items()}
+    rounds = zip(runs["plugin"], runs["own"], runs["plugin0"], runs["pytest"], runs["pytest0"], strict=True)
+    medians["paired"] = statistics.median((p - o - p0) / (t - t0) for p, o, p0, t, t0 in rounds)
+    return medians
 
 
 def replay_env(mode: str, tree: Path) -> dict:
@@ -169,6 +175,7 @@ def scale(work: Path, sizes: list[int], repeats: int, floor: bool = False) -> No
             f"{'':25s}{own_kind[0]:7.3f} {own_kind[0] / own_kind[1]:6.2f}",
             flush=True,
         )
+        print(f"{'':8s} one more case, the median of each round's ratio: {figures['paired']:.2f}", flush=True)
         if floor:
             items = (figures["floor"] - figures["plugin0"]) / cases * 1000
             print(
