@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -33,7 +34,7 @@ def _fake_compiler(directory, banner: str, calls):
     """A `cc` that prints banner for --version and notes each time it is run."""
     directory.mkdir()
     cc = directory / "cc"
-    cc.write_text(f'#!/bin/sh\necho run >> "{calls}"\necho "{banner}"\n')
+    cc.write_text(f'#!/bin/sh\necho run >> "{calls}"\necho "{banner}$ONDEVICE_WRAPPER_READS"\n')
     cc.chmod(0o755)
     return cc
 
@@ -95,11 +96,48 @@ def test_an_early_answer_under_another_environment_is_not_its_identity(tmp_path,
     assert toolchain.resolve(board).identity == direct
     _fresh(monkeypatch)
     monkeypatch.setenv("CC", "env gcc")
-    asked = len((tmp_path / "new-calls").read_text().split())
-    toolchain.ask_early(board)  # the same PATH, and one more variable a wrapper could read
-    monkeypatch.setenv("ONDEVICE_SOMETHING", "1")
+    monkeypatch.setenv("ONDEVICE_WRAPPER_READS", " (configured)")
+    direct = toolchain.resolve(board).identity
+    _fresh(monkeypatch)
+    monkeypatch.setenv("CC", "env gcc")
+    monkeypatch.delenv("ONDEVICE_WRAPPER_READS", raising=False)
+    toolchain.ask_early(board)  # the same PATH; then a variable the compiler reads is set
+    monkeypatch.setenv("ONDEVICE_WRAPPER_READS", " (configured)")
+    assert toolchain.resolve(board).identity == direct
+
+
+def test_a_compiler_replaced_in_place_is_asked_again(tmp_path, monkeypatch):
+    """The same path, the same environment, another program (a conftest installs it)."""
+    _fresh(monkeypatch)
+    cc = _fake_compiler(tmp_path / "bin", "cc 2.0", tmp_path / "calls")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:/usr/bin:/bin")
+    board = BoardRegistry().get("host")
+    direct = toolchain.resolve(board).identity
+    _fresh(monkeypatch)
+    cc.write_text(cc.read_text().replace("cc 2.0", "cc 1.0"))
+    toolchain.ask_early(board)
+    (early,) = toolchain._EARLY.values()
+    early.proc.wait()  # its answer is in: the old compiler's
+    replacement = tmp_path / "bin" / "cc.new"
+    replacement.write_text(cc.read_text().replace("cc 1.0", "cc 2.0"))
+    replacement.chmod(0o755)
+    replacement.rename(cc)
+    assert toolchain.resolve(board).identity == direct
+
+
+def test_xdist_workers_use_the_early_answer_though_a_test_is_under_way(tmp_path, monkeypatch):
+    """A worker resolves its compiler in its first test's setup, when pytest has set
+    PYTEST_CURRENT_TEST: no compiler reads that, so the early answer still holds."""
+    _fresh(monkeypatch)
+    _fake_compiler(tmp_path / "bin", "cc 1.0", tmp_path / "calls")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:/usr/bin:/bin")
+    board = BoardRegistry().get("host")
+    toolchain.ask_early(board)
+    (early,) = toolchain._EARLY.values()
+    early.proc.wait()  # it has run: a second run would be a second line
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "x_test.c::Case (setup)")
     toolchain.resolve(board)
-    assert len((tmp_path / "new-calls").read_text().split()) == asked + 2  # asked again, not read
+    assert (tmp_path / "calls").read_text().split() == ["run"]
 
 
 def test_the_identity_follows_path_within_one_process(tmp_path, monkeypatch):
@@ -116,13 +154,29 @@ def test_the_identity_follows_path_within_one_process(tmp_path, monkeypatch):
     assert toolchain.resolve(board).identity != first
 
 
-def test_an_early_question_nobody_read_is_ended_not_waited_for(tmp_path, monkeypatch):
-    """A compiler that hangs on --version does not hold the end of a session that built nothing."""
-    _fresh(monkeypatch)
-    (tmp_path / "bin").mkdir()
-    hangs = tmp_path / "bin" / "cc"
-    hangs.write_text("#!/bin/sh\nexec sleep 1000\n")
+def _hanging_wrapper(directory):
+    """A `cc` script whose --version never ends, in a child that holds its output too."""
+    directory.mkdir()
+    hangs = directory / "cc"
+    hangs.write_text("#!/bin/sh\nsleep 1000\necho never\n")
     hangs.chmod(0o755)
+
+
+def _group_gone(pgid: int) -> bool:
+    for _ in range(100):
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_an_early_question_nobody_read_is_ended_not_waited_for(tmp_path, monkeypatch):
+    """A compiler that hangs on --version does not hold the end of a session that built
+    nothing, nor does what a wrapper script started."""
+    _fresh(monkeypatch)
+    _hanging_wrapper(tmp_path / "bin")
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:/usr/bin:/bin")
     toolchain.ask_early(BoardRegistry().get("host"))
     (early,) = toolchain._EARLY.values()
@@ -130,6 +184,21 @@ def test_an_early_question_nobody_read_is_ended_not_waited_for(tmp_path, monkeyp
     toolchain.forget_early()
     assert time.monotonic() - started < 5
     assert early.proc.returncode is not None and early.proc.stdout.closed and not toolchain._EARLY
+    assert _group_gone(early.proc.pid)  # the wrapper's sleep too
+
+
+def test_an_early_answer_that_never_comes_gives_up_at_the_timeout(tmp_path, monkeypatch):
+    _fresh(monkeypatch)
+    _hanging_wrapper(tmp_path / "bin")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:/usr/bin:/bin")
+    monkeypatch.setattr(toolchain, "VERSION_TIMEOUT", 0.5)
+    toolchain.ask_early(BoardRegistry().get("host"))
+    (early,) = toolchain._EARLY.values()
+    started = time.monotonic()
+    toolchain.resolve(BoardRegistry().get("host"))
+    assert time.monotonic() - started < 5
+    assert early.proc.returncode is not None and early.proc.stdout.closed
+    assert _group_gone(early.proc.pid)
 
 
 def test_cc_set_but_empty_is_unset_and_blanks_name_the_package(monkeypatch):

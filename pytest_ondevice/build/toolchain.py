@@ -13,6 +13,7 @@ import importlib.util
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -155,44 +156,78 @@ def _identity(cc: tuple[str, ...], path: str | None) -> str:
     PATH too: a launcher's name, `ccache gcc`, stays the same when PATH finds another gcc.)"""
     where = os.path.realpath(shutil.which(cc[0]) or cc[0])
     early = _EARLY.pop(cc, None)
-    out = _banner(early.proc) if early is not None else b""  # read, and reaped, in any case
-    if early is None or not early.still_true(where):
+    if early is not None and early.still_true(cc):
+        out = _banner(early.proc)
+    else:
+        if early is not None:
+            _end(early.proc)
         out = _banner(None, cc)
     return hashlib.sha256(where.encode() + b"\0" + out).hexdigest()[:16]
+
+
+# pytest's own mark of the test under way: set around each test, read by no compiler
+_NOT_THE_COMPILERS = frozenset({"PYTEST_CURRENT_TEST"})
+
+
+def _environ() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in _NOT_THE_COMPILERS}
+
+
+def _files(cc: tuple[str, ...]) -> tuple[tuple[str, int, int, int, int], ...]:
+    """Every word of the command that names a program (the launcher and what it runs:
+    `ccache gcc`), as it is on disk: replaced in place, it is another compiler."""
+    found = []
+    for word in cc:
+        program = shutil.which(word) if not word.startswith("-") else None
+        if program is not None:
+            real = os.path.realpath(program)
+            with contextlib.suppress(OSError):
+                st = os.stat(real)
+                found.append((real, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+    return tuple(found)
 
 
 @dataclass
 class _Early:
     """A compiler's --version started early, and what it was asked under."""
 
-    where: str  # the compiler's real path then
+    files: tuple[tuple[str, int, int, int, int], ...]  # the programs the command names, as they were
     environ: dict[str, str]  # all of it: a launcher or a wrapper script may read any of it
     cwd: str
     proc: subprocess.Popen
 
-    def still_true(self, where: str) -> bool:
-        """Asked of the compiler the build runs now, under the same environment."""
-        return where == self.where and os.environ == self.environ and os.getcwd() == self.cwd
+    def still_true(self, cc: tuple[str, ...]) -> bool:
+        """Asked of the programs the build runs now, as they are now, under the same environment."""
+        try:
+            cwd = os.getcwd()
+        except OSError:
+            return False
+        return self.files == _files(cc) and self.environ == _environ() and self.cwd == cwd
 
 
 _EARLY: dict[tuple[str, ...], _Early] = {}
+VERSION_TIMEOUT = 60.0  # seconds a compiler may take to say its version
 
 
 def ask_early(board: Board) -> None:
     """Start the board's compiler's `--version` now, while pytest collects: the first
     build check waits 2-3 ms for its answer otherwise, before the first test can run. Only
     a compiler found on PATH as named; the others are asked when a build resolves them. The
-    answer is used only if nothing it could depend on changed by then (a conftest's PATH)."""
+    answer is used only if nothing it could depend on changed by then (a conftest's PATH,
+    a compiler replaced in place)."""
     for kind, cc, *_ in _candidates(board.toolchain):
         if not cc or kind == "zig" or any(a.startswith("--target=") for a in cc):
             return  # none, or found by a probe of its own: asked by the build
-        found = shutil.which(cc[0])
-        if found is None:
+        if shutil.which(cc[0]) is None:
             continue  # resolve() tries the next one too
         if cc not in _EARLY:
             with contextlib.suppress(OSError):
-                proc = subprocess.Popen([*cc, "--version"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-                _EARLY[cc] = _Early(os.path.realpath(found), dict(os.environ), os.getcwd(), proc)
+                asked = (_files(cc), _environ(), os.getcwd())
+                # a session of its own: a wrapper's children end with it (see _end)
+                proc = subprocess.Popen(
+                    [*cc, "--version"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True
+                )
+                _EARLY[cc] = _Early(*asked, proc)
         return
 
 
@@ -200,21 +235,27 @@ def forget_early() -> None:
     """End what was asked early and never read (a session that built nothing): killed, not
     waited for (a compiler that hangs on --version would hold the session's end)."""
     while _EARLY:
-        proc = _EARLY.popitem()[1].proc
-        with contextlib.suppress(OSError):
-            proc.kill()
-        proc.communicate()
+        _end(_EARLY.popitem()[1].proc)
+
+
+def _end(proc: subprocess.Popen) -> None:
+    """Kill an early question and all it started (a wrapper script's compiler holds the
+    pipe too, and would keep a read of it waiting), reap it and close its pipe."""
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()
 
 
 def _banner(proc: subprocess.Popen | None, cc: tuple[str, ...] = ()) -> bytes:
     try:
         if proc is None:
-            return subprocess.run([*cc, "--version"], capture_output=True, timeout=60).stdout
-        return proc.communicate(timeout=60)[0]
+            return subprocess.run([*cc, "--version"], capture_output=True, timeout=VERSION_TIMEOUT).stdout
+        return proc.communicate(timeout=VERSION_TIMEOUT)[0]
     except (OSError, subprocess.TimeoutExpired):
         if proc is not None:
-            proc.kill()
-            proc.communicate()  # its pipe closed too
+            _end(proc)
         return b""
 
 
