@@ -274,11 +274,12 @@ def _runs_tests_here(config: pytest.Config) -> bool:
 
 
 def _builds_here(config: pytest.Config) -> bool:
-    """False for --collect-only and an xdist controller (its workers build)."""
+    """False for --collect-only and an xdist controller (its workers build): distributing,
+    as xdist itself decides it (`-n N`, or `--tx` with `--dist`)."""
     if config.getoption("collectonly"):
         return False
-    is_controller = bool(getattr(config.option, "numprocesses", None)) and not hasattr(config, "workerinput")
-    return not is_controller
+    distributing = getattr(config.option, "dist", "no") != "no" and bool(getattr(config.option, "tx", None))
+    return not (distributing and not hasattr(config, "workerinput"))
 
 
 def transport_options(config: pytest.Config):

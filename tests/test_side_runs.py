@@ -726,3 +726,19 @@ def test_a_warm_cache_is_checked_one_binary_at_a_time_and_edits_are_compiled_at_
     result.stdout.fnmatch_lines(["ondevice build: 3 compiled, *"])
     spans = side_checks()
     assert max(spans[n][0] for n in edited) < min(spans[n][1] for n in edited), spans  # all three at once
+
+
+ASKED_BY = """#!/bin/sh
+# notes which process asked the compiler its version (an xdist worker says which)
+case "$*" in *--version*) echo "${PYTEST_XDIST_WORKER:-controller}" >> asked-by;; esac
+exec cc "$@"
+"""
+
+
+@pytest.mark.parametrize("distribute", [["-n", "2"], ["--tx", "2*popen", "--dist", "load"]])
+def test_only_the_processes_that_build_ask_the_compiler(project, monkeypatch, distribute):
+    """An xdist controller builds nothing: its workers ask the compiler, it does not."""
+    args = _with_compiler(project, monkeypatch, ASKED_BY, 4)
+    project.pytester.runpytest_subprocess(*args, *distribute).assert_outcomes(passed=4)
+    asked = (project.path / "asked-by").read_text().split()
+    assert asked and "controller" not in asked, asked
