@@ -112,20 +112,21 @@ def replay_env(mode: str, tree: Path) -> dict:
     return {**ENV, "PYTHONPATH": path, "ONDEVICE_REPLAY": mode, "ONDEVICE_REPLAY_FILE": str(tree / "replay.pickle")}
 
 
+def warm_binaries(root: Path) -> list[Path]:
+    """The tree's binaries, built (the builds are not what is timed here)."""
+    subprocess.run(
+        pytest_cmd(*PLUGIN, "--board=host", "--build-only", "tests"), cwd=root, env=ENV, capture_output=True, check=True
+    )
+    return sorted(p for p in (root / "_build" / "host" / "bin").rglob("*_test.c.elf") if p.is_file())
+
+
 def scale(work: Path, sizes: list[int], repeats: int, floor: bool = False) -> None:
     empty_c = tree(work / "empty-c", 0, "", "")
     empty_py = tree(work / "empty-py", 0, "", "")
     for empty in (empty_c, empty_py):  # one trivial test, so neither run ends with "no tests ran"
         (empty / "tests" / "test_one.py").write_text("def test_one():\n    pass\n")
     one_c = tree(work / "one-c", 1, ".c", TEST_C.replace(CASES, CASES.splitlines(keepends=True)[0]))
-    subprocess.run(
-        pytest_cmd(*PLUGIN, "--board=host", "--build-only", "tests"),
-        cwd=one_c,
-        env=ENV,
-        capture_output=True,
-        check=True,
-    )
-    (one_binary,) = (p for p in (one_c / "_build" / "host" / "bin").rglob("*_test.c.elf") if p.is_file())
+    (one_binary,) = warm_binaries(one_c)
     print(
         f"{'cases':>8} {'binaries':>8} {'plugin s':>9} {'own s':>7} {'pytest s':>9} | per case, whole run (ms): "
         f"{'plugin':>7} {'pytest':>7} {'ratio':>6} | one more case (ms): {'plugin':>7} {'pytest':>7} {'ratio':>6} "
@@ -135,14 +136,7 @@ def scale(work: Path, sizes: list[int], repeats: int, floor: bool = False) -> No
         files = cases // PER_FILE
         c_tree = tree(work / f"c-{cases}", files, ".c", TEST_C)
         py_tree = tree(work / f"py-{cases}", files, ".py", TEST_PY)
-        subprocess.run(
-            pytest_cmd(*PLUGIN, "--board=host", "--build-only", "tests"),
-            cwd=c_tree,
-            env=ENV,
-            capture_output=True,
-            check=True,
-        )  # warm: the builds are not what is timed here
-        binaries = sorted(p for p in (c_tree / "_build" / "host" / "bin").rglob("*_test.c.elf") if p.is_file())
+        binaries = warm_binaries(c_tree)
         assert len(binaries) == files, (len(binaries), files)
         junit = ["--junitxml", "junit.xml"]
         commands = {

@@ -77,15 +77,20 @@ def test_an_early_answer_from_a_compiler_path_no_longer_finds_is_not_its_identit
     assert not toolchain._EARLY  # the old answer read and reaped all the same
 
 
-def test_an_early_answer_under_another_environment_is_not_its_identity(tmp_path, monkeypatch):
-    """CC is a launcher (`ccache gcc`, here `env gcc`): its own path stays the same when a
-    conftest puts another gcc first on PATH, or sets what a wrapper reads. The identity is
-    the compiler the build runs, asked then."""
+def _two_gccs_behind_a_launcher(tmp_path, monkeypatch):
+    """gcc 1.0 in old/, gcc 2.0 in new/, CC = `env gcc`; the host board."""
     _fresh(monkeypatch)
     _fake_compiler(tmp_path / "old", "gcc 1.0", tmp_path / "old-calls").rename(tmp_path / "old" / "gcc")
     _fake_compiler(tmp_path / "new", "gcc 2.0", tmp_path / "new-calls").rename(tmp_path / "new" / "gcc")
     monkeypatch.setenv("CC", "env gcc")
-    board = BoardRegistry().get("host")
+    return BoardRegistry().get("host")
+
+
+def test_an_early_answer_under_another_environment_is_not_its_identity(tmp_path, monkeypatch):
+    """CC is a launcher (`ccache gcc`, here `env gcc`): its own path stays the same when a
+    conftest puts another gcc first on PATH, or sets what a wrapper reads. The identity is
+    the compiler the build runs, asked then."""
+    board = _two_gccs_behind_a_launcher(tmp_path, monkeypatch)
     monkeypatch.setenv("PATH", f"{tmp_path / 'new'}:/usr/bin:/bin")
     direct = toolchain.resolve(board).identity
     _fresh(monkeypatch)
@@ -143,11 +148,7 @@ def test_xdist_workers_use_the_early_answer_though_a_test_is_under_way(tmp_path,
 def test_the_identity_follows_path_within_one_process(tmp_path, monkeypatch):
     """Two sessions in one process (pytester's in-process runs): a launcher's identity is
     asked again when PATH changed, never the first session's."""
-    _fresh(monkeypatch)
-    _fake_compiler(tmp_path / "old", "gcc 1.0", tmp_path / "old-calls").rename(tmp_path / "old" / "gcc")
-    _fake_compiler(tmp_path / "new", "gcc 2.0", tmp_path / "new-calls").rename(tmp_path / "new" / "gcc")
-    monkeypatch.setenv("CC", "env gcc")
-    board = BoardRegistry().get("host")
+    board = _two_gccs_behind_a_launcher(tmp_path, monkeypatch)
     monkeypatch.setenv("PATH", f"{tmp_path / 'old'}:/usr/bin:/bin")
     first = toolchain.resolve(board).identity
     monkeypatch.setenv("PATH", f"{tmp_path / 'new'}:/usr/bin:/bin")
