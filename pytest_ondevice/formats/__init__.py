@@ -154,8 +154,8 @@ def for_source(text: str, declared: str | None = None, where: str = "") -> Forma
     for name, entry in BUILTIN.items():
         if any(h in included for h in entry.headers):
             return _builtin(name)()
-    for cls in known().values():  # ours first: they keep precedence
-        if any(h in included for h in cls.headers):
+    for name, cls in known().items():  # the entry points' (ours were asked above: theirs cannot shadow them)
+        if name not in BUILTIN and any(h in included for h in cls.headers):
             return cls()
     return named("tflm")
 
