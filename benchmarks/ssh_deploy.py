@@ -9,7 +9,11 @@
     time (`device_jobs = 1`, as (b) runs them), then again with nothing changed (warm: every
     binary already on the device, its sha256 verified there before its first run), the same
     with that verification patched out (what it costs), and from scratch (cold: empty build
-    cache, fresh device).
+    cache, fresh device);
+(f) the floor: the least any pytest plugin does for this run (_bare_ssh.py: collect, push
+    the built binaries with paramiko over one connection, run, read the verdict; no board,
+    build check, device cache or parsing). Its CPU against (b)'s is the least a plugin that
+    runs inside pytest can reach here: pytest's own import and protocol are in it.
 Each figure is the median of the repeats of a whole process, measured side by side on the
 same machine and sshd, and the ratios are what to compare (these machines are noisy).
 Needs root (a throwaway sshd and device account, binfmt_misc for the ARM binaries).
@@ -81,7 +85,7 @@ DeviceCache._verify = lambda self, sha256: True  # trust what the device holds: 
 """
 
 
-CPU: dict[str, list[float]] = {"b": [], "c": []}  # CPU seconds of the ideal script's and the plugin's process
+CPU: dict[str, list[float]] = {"b": [], "c": [], "f": []}  # CPU seconds: the ideal script, the plugin, the floor
 
 
 def timed_here(argv: list[str], cwd: Path, extra_path: str = "", cpu: str = "") -> float:
@@ -131,6 +135,13 @@ def main() -> int:
         (root / "noverify").mkdir()
         (root / "noverify" / "ondevice_noverify.py").write_text(NO_VERIFY)
         serial_cmd = [a if a != "--board=rpi" else "--board=rpi-serial" for a in pytest_cmd]
+        bare_cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "_bare_ssh", "-c", os.devnull]
+        bare_cmd += ["--rootdir", str(project), "tests"]
+        os.environ.update(
+            BARE_SSH_CONFIG=str(sshd.ssh_config),
+            BARE_SSH_HOST=sshd.alias,
+            BARE_SSH_BIN=str(project / "_build" / "rpi" / "bin" / "tests"),
+        )
         against_path = str(installed_layout(args.against, root / "against")) if args.against else ""
         ours_path = str(level_path(root / "level")) if args.against else ""  # as long a sys.path as the revision's
         for cmd in (pytest_cmd, serial_cmd):  # the build cache is warm
@@ -160,6 +171,9 @@ def main() -> int:
             shutil.rmtree(device_cache, ignore_errors=True)
             return timed_here(pytest_cmd, project, ours_path, cpu="c")
 
+        def bare_plugin() -> float:
+            return timed_here(bare_cmd, project, str(REPO / "benchmarks"), cpu="f")
+
         def against_fresh_device() -> float:
             shutil.rmtree(device_cache, ignore_errors=True)
             return timed_here(pytest_cmd, project, against_path)
@@ -182,11 +196,12 @@ def main() -> int:
             timed_here([*serial_cmd, "--build-only"], project)  # (c1) of the next round starts warm
             return elapsed
 
-        figures: dict[str, list[float]] = {name: [] for name in ("a", "b", "c", "c1", "warm", "warm0", "cold", "x")}
+        figures: dict[str, list[float]] = {n: [] for n in ("a", "b", "c", "f", "c1", "warm", "warm0", "cold", "x")}
         for _ in range(args.repeats):  # interleaved, so drifts in machine load hit all alike
             figures["a"].append(scp_ssh())
             figures["b"].append(ideal())
             figures["c"].append(ours_fresh_device())
+            figures["f"].append(bare_plugin())
             if against_path:
                 figures["x"].append(against_fresh_device())
             figures["c1"].append(ours_one_at_a_time())
@@ -201,13 +216,18 @@ def main() -> int:
         print(f"  (b) ideal paramiko script         {med['b']:7.2f}")
         print(f"  (c) pytest-ondevice, fresh device {med['c']:7.2f}   (build cache warm)")
         print(f"      ... one binary at a time      {med['c1']:7.2f}   (device_jobs = 1)")
+        print(f"  (f) the least any pytest plugin   {med['f']:7.2f}   (_bare_ssh.py: push, run, no checks)")
         print(f"      pytest-ondevice, warm rerun   {med['warm']:7.2f}   (each binary's sha256 verified on the device)")
         print(f"      ... verification patched out  {med['warm0']:7.2f}")
         print(f"      pytest-ondevice, cold         {med['cold']:7.2f}   (empty build cache, fresh device)")
         print("ratios:")
-        cpu_b, cpu_c = statistics.median(CPU["b"]), statistics.median(CPU["c"])
+        cpu_b, cpu_c, cpu_f = (statistics.median(CPU[k]) for k in "bcf")
         print(f"  (c) / (b)   = {med['c'] / med['b']:.2f}   (target <= 1.05)")
         print(f"  CPU (b) {cpu_b:.3f} s, (c) {cpu_c:.3f} s: (c) / (b) = {cpu_c / cpu_b:.2f}   (target <= 1.5)")
+        print(
+            f"  CPU (f) {cpu_f:.3f} s: (f) / (b) = {cpu_f / cpu_b:.2f}, the floor of any plugin inside pytest; "
+            f"(c) / (f) = {cpu_c / cpu_f:.2f}"
+        )
         print(f"  (c1) / (b)  = {med['c1'] / med['b']:.2f}   (one binary at a time, like (b))")
         print(f"  (a) / (c)   = {med['a'] / med['c']:.1f}    (target >= 12)")
         print(f"  warm / cold = {med['warm'] / med['cold']:.2f}   (target <= 0.25)")
