@@ -35,7 +35,6 @@ from .farm.devices import Devices
 from .farm.lease import Lease
 from .formats.devlog import DeviceLog, keep_attempt_log, remove_attempt_logs
 from .placement import run_on_a_device
-from .records import coverage
 from .transports import InfrastructureError
 from .unusable import device_unusable, skip_all
 
@@ -621,6 +620,8 @@ class OnDeviceSession:
                     reruns=reruns,
                 )
             if self.settings.coverage and spec.board.kind == "baremetal":
+                from .records import coverage  # a run with --ondevice-coverage only
+
                 coverage.keep_sent(
                     coverage_data(self.settings), spec.board.name, spec.rel, verdicts.counts, verdicts.count_problems
                 )

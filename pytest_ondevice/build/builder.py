@@ -28,17 +28,31 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from types import ModuleType
+from typing import TYPE_CHECKING, TypeVar
 
 from ..config.board import BUILTIN_DIR, Board, debian_arch
 from ..config.dirconfig import BuildFlags, DirConfig, FileSettings, Model
 from ..config.keys import CUDA_SUFFIX
 from ..formats import NO_NEEDS, Needs
-from . import aot, cuda, elf, inputs, pkgconfig, sizecheck, toolchain
+from . import elf, inputs, pkgconfig, sizecheck, toolchain
 from .store import CacheError, Entry, Store, checkpoint, key_of, unusable
 from .toolchain import ResolvedToolchain
 
+if TYPE_CHECKING:
+    from . import aot
+
 T = TypeVar("T")
+
+
+def _cuda() -> ModuleType:
+    """nvcc's module, imported by the first build with a .cu source: 3 ms of every other
+    run's start-up with the AOT module (measured), for what most runs never build."""
+    from . import cuda
+
+    return cuda
+
+
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 INCLUDE_DIR = PACKAGE_DIR / "include"
 COVERAGE_RUNTIME = BUILTIN_DIR / "runtime" / "common" / "coverage.c"
@@ -254,6 +268,7 @@ class Builder:
         own = _own_sources(source, settings, needs)
         gpu = any(p.suffix == CUDA_SUFFIX for p in (*own, *cfg.sources))
         if gpu:  # the CUDA runtime for the board's architecture, static unless the board says shared
+            cuda = _cuda()
             flags = pkgconfig.merged(flags, BuildFlags(ldflags=tuple(cuda.link_flags(cuda.toolkit(board), board))))
         models, model_dirs = self._models(board, tc, cfg)
         if model_dirs:  # NAME_model.h of each model the directory declares
@@ -272,7 +287,7 @@ class Builder:
         except BuildError as e:
             raise sizecheck.from_link_output(board, str(e), rel) or e from None
         sizecheck.check_elf(board, artifact.path, rel)
-        if gpu and (missing := cuda.missing_images(artifact.path, board)):
+        if gpu and (missing := _cuda().missing_images(artifact.path, board)):
             raise BuildError(
                 f"{rel}: the binary carries no GPU code for {', '.join(missing)} ({board.path.name}'s "
                 f"cuda.archs); nvcc was asked for it: is the CUDA toolkit older than that architecture?"
@@ -402,6 +417,8 @@ class Builder:
     def _model(self, board: Board, tc: ResolvedToolchain, cfg: DirConfig, model: Model) -> tuple[list[Path], Path]:
         """tfcompile's kernels and constants, from the store (keyed by the SavedModel's content,
         TensorFlow's version, the triple and the CPU), and the C entry made from its header."""
+        from . import aot  # imported by a directory that declares a model, not by every run
+
         if not board.aot.triple:
             raise aot.AotError(
                 f"model '{model.name}' ({cfg.path}) cannot be compiled for board '{board.name}': its board file "
@@ -676,7 +693,7 @@ class Builder:
         out = staged / "preprocessed"
         command, _ = self._compiler(board, tc, source, args)
         if source.suffix == CUDA_SUFFIX:  # the host pass's view, one architecture's
-            command = cuda.preprocess_argv(command)
+            command = _cuda().preprocess_argv(command)
         self._tool(
             [*command, "-E", "-P" if source.suffix != CUDA_SUFFIX else "-Xcompiler=-P", str(copy), "-o", str(out)],
             "preprocess",
@@ -688,8 +705,8 @@ class Builder:
         """The command that compiles src with these arguments, and the identity of what runs:
         the board's C or C++ compiler, or nvcc driving the C++ one for a CUDA source."""
         if src.suffix == CUDA_SUFFIX:
-            tk = cuda.toolkit(board)
-            return cuda.compile_argv(tk, board, tc.cxx, args), f"{tc.identity}+nvcc:{tk.identity}"
+            tk = _cuda().toolkit(board)
+            return _cuda().compile_argv(tk, board, tc.cxx, args), f"{tc.identity}+nvcc:{tk.identity}"
         return [*(tc.cxx if src.suffix in CXX_SUFFIXES else tc.cc), *args], tc.identity
 
     def _compile_now(self, board: Board, tc: ResolvedToolchain, src: Path, flags: BuildFlags) -> Path:
@@ -715,7 +732,7 @@ class Builder:
             search = inputs.search_dirs(args, self.source_root)
             own = inputs.toolchain_include_dirs(compiler, tuple(board_flags), "c++" if cxx else "c")
             if src.suffix == CUDA_SUFFIX:  # the toolkit's headers: in its identity
-                own = (*own, *cuda.toolkit(board).include_dirs())
+                own = (*own, *_cuda().toolkit(board).include_dirs())
             candidates = inputs.shadow_candidates(deps, search, own)
             return [d for d in deps if inputs.under(d, search) or not inputs.under(d, own)], candidates
 
