@@ -17,7 +17,10 @@ warm build cache. Three things are timed at each size, interleaved, as whole pro
 
 and each tool's start-up is timed on a tree of one trivial Python test. --floor adds a
 fourth, `floor`: the plugin's own items with every binary's result made beforehand
-(_replay.py), no build check, run or parsing: what the items alone cost in pytest.
+(_replay.py), no build check, run or parsing: what the items alone cost in pytest; and a
+fifth, `bare`: the least any pytest plugin does for the suite (_bare_host.py: the cases
+read from the source, each binary run once, its verdicts read; nothing of ours), whose one
+more case against pytest's says what a C case can cost inside pytest at the least.
 
 The figure compared is the cost of one more case: (plugin - own - plugin's start-up) /
 cases against (pytest - pytest's start-up) / cases (target: <= 1.0), and it should stay
@@ -105,11 +108,15 @@ def median_times(commands: dict[str, tuple[list[str], Path, dict]], repeats: int
     return medians
 
 
+def with_benchmarks(**variables: str) -> dict:
+    """The environment of a run that loads a plugin of this directory (-p _name), with these."""
+    here = str(Path(__file__).resolve().parent)
+    return {**ENV, "PYTHONPATH": os.pathsep.join(p for p in (here, ENV.get("PYTHONPATH", "")) if p), **variables}
+
+
 def replay_env(mode: str, tree: Path) -> dict:
     """The environment of a run with _replay.py: recording every binary's result, or replaying it."""
-    here = str(Path(__file__).resolve().parent)
-    path = os.pathsep.join(p for p in (here, ENV.get("PYTHONPATH", "")) if p)
-    return {**ENV, "PYTHONPATH": path, "ONDEVICE_REPLAY": mode, "ONDEVICE_REPLAY_FILE": str(tree / "replay.pickle")}
+    return with_benchmarks(ONDEVICE_REPLAY=mode, ONDEVICE_REPLAY_FILE=str(tree / "replay.pickle"))
 
 
 def warm_binaries(root: Path) -> list[Path]:
@@ -152,6 +159,8 @@ def scale(work: Path, sizes: list[int], repeats: int, floor: bool = False) -> No
             replayed = pytest_cmd(*PLUGIN, "-p", "_replay", "--board=host", *junit, "tests")
             timed(replayed, c_tree, replay_env("record", c_tree))
             commands["floor"] = (replayed, c_tree, replay_env("replay", c_tree))
+            bare = pytest_cmd("-p", "_bare_host", "-c", os.devnull, "--rootdir", str(c_tree), *junit, "tests")
+            commands["bare"] = (bare, c_tree, with_benchmarks(BARE_HOST_BIN=str(c_tree / "_build" / "host" / "bin")))
         figures = median_times(commands, repeats)
         whole = ((figures["plugin"] - figures["own"]) / cases * 1000, figures["pytest"] / cases * 1000)
         more = (
@@ -176,6 +185,12 @@ def scale(work: Path, sizes: list[int], repeats: int, floor: bool = False) -> No
                 f"{'':8s} floor (results made beforehand): {figures['floor']:.2f} s, one more case "
                 f"{items:.3f} ms, {items / more[1]:.2f} x pytest's; the build check, runs and parsing "
                 f"add {more[0] - items:.3f} ms a case",
+                flush=True,
+            )
+            bare = (figures["bare"] - figures["own"] - figures["pytest0"]) / cases * 1000
+            print(
+                f"{'':8s} the least any plugin does (_bare_host.py): {figures['bare']:.2f} s, one more case "
+                f"{bare:.3f} ms, {bare / more[1]:.2f} x pytest's",
                 flush=True,
             )
     print(
