@@ -1,10 +1,13 @@
-"""A pytest plugin for `suite_scale.py --floor`: the least any pytest plugin does for the
-suite. Each *_test.c's cases are read from its source (a regex); its binary, already built
-by the plugin, runs once (subprocess) at the first case; each case reads its verdict from
-that output. No board, build check, side process, log file or report of ours: against
-pytest's trivial test, what a case of a C suite can cost at the least inside pytest.
+"""A pytest plugin for `suite_scale.py --floor`: a bare plugin that only runs the suite's
+binaries, one after another in pytest's own process. Each *_test.c's cases are read from
+its source (a regex); its binary, already built by the plugin, runs once (subprocess) at
+the first case; each case reads its verdict from that output. No board, build check,
+side process, log file or report of ours: against pytest's trivial test, what a C case
+costs with nothing but its run (a plugin that runs the binaries beside pytest, as ours
+does, can cost less).
 
-BARE_HOST_BIN: the directory of the built binaries (`<path of the source>.elf` under it)."""
+BARE_HOST_BIN: the directory of the built binaries (`<path of the source>.elf` under
+it)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,15 @@
-"""A pytest plugin for `ssh_deploy.py`'s floor: the least any pytest plugin does for that
-run. Each *_test.c is two items (the cases of `_kernels.py`'s files); the first pushes the
-binary already built for it with paramiko's SFTP over one connection (AES-GCM first, as
-ours offers it) and runs it; each item reads its verdict from that output. No board file,
-no build check, no device cache, no per-case parsing, no reports of ours: what is left is
-pytest's own cost, paramiko's, and the work of the ideal script. The CPU this costs against
-the ideal script's is the least a plugin inside pytest can reach on this run.
+"""A pytest plugin for `ssh_deploy.py`'s (f): a bare plugin that does only the ideal
+script's device work, the ideal script's way. Each *_test.c is two items (the cases of
+`_kernels.py`'s files); the first pushes the binary already built for it with paramiko's
+SFTP over one connection (AES-GCM first, as ours offers it) and runs it; each item reads
+its verdict from that output. No board file, no build check, no device cache, no
+per-case parsing, no reports of ours: what is left is pytest's own cost, paramiko's, and the
+work of the ideal script. The CPU this costs against the ideal script's is what is left
+for a plugin inside pytest that pushes and runs the same way (one that pushed with fewer
+round trips could do with less).
 
-BARE_SSH_CONFIG: the ssh_config; BARE_SSH_HOST: its alias; BARE_SSH_BIN: the directory of
-the built binaries (`<file>.elf`)."""
+BARE_SSH_CONFIG: the ssh_config; BARE_SSH_HOST: its alias; BARE_SSH_BIN: the directory
+of the built binaries (`<file>.elf`)."""
 
 from __future__ import annotations
 

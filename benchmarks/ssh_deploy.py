@@ -10,10 +10,11 @@
     binary already on the device, its sha256 verified there before its first run), the same
     with that verification patched out (what it costs), and from scratch (cold: empty build
     cache, fresh device);
-(f) the floor: the least any pytest plugin does for this run (_bare_ssh.py: collect, push
-    the built binaries with paramiko over one connection, run, read the verdict; no board,
-    build check, device cache or parsing). Its CPU against (b)'s is the least a plugin that
-    runs inside pytest can reach here: pytest's own import and protocol are in it.
+(f) a bare plugin that does only (b)'s device work, (b)'s way (_bare_ssh.py: collect, push
+    the built binaries with paramiko's SFTP over one connection, run, read the verdict; no
+    board, build check, device cache or parsing). Its CPU against (b)'s is what is left
+    for a plugin inside pytest that pushes and runs that way: pytest's own import and
+    protocol are in it.
 Each figure is the median of the repeats of a whole process, measured side by side on the
 same machine and sshd, and the ratios are what to compare (these machines are noisy).
 Needs root (a throwaway sshd and device account, binfmt_misc for the ARM binaries).
@@ -216,7 +217,7 @@ def main() -> int:
         print(f"  (b) ideal paramiko script         {med['b']:7.2f}")
         print(f"  (c) pytest-ondevice, fresh device {med['c']:7.2f}   (build cache warm)")
         print(f"      ... one binary at a time      {med['c1']:7.2f}   (device_jobs = 1)")
-        print(f"  (f) the least any pytest plugin   {med['f']:7.2f}   (_bare_ssh.py: push, run, no checks)")
+        print(f"  (f) a bare pytest plugin         {med['f']:7.2f}   (_bare_ssh.py: (b)'s work only)")
         print(f"      pytest-ondevice, warm rerun   {med['warm']:7.2f}   (each binary's sha256 verified on the device)")
         print(f"      ... verification patched out  {med['warm0']:7.2f}")
         print(f"      pytest-ondevice, cold         {med['cold']:7.2f}   (empty build cache, fresh device)")
@@ -225,7 +226,7 @@ def main() -> int:
         print(f"  (c) / (b)   = {med['c'] / med['b']:.2f}   (target <= 1.05)")
         print(f"  CPU (b) {cpu_b:.3f} s, (c) {cpu_c:.3f} s: (c) / (b) = {cpu_c / cpu_b:.2f}   (target <= 1.5)")
         print(
-            f"  CPU (f) {cpu_f:.3f} s: (f) / (b) = {cpu_f / cpu_b:.2f}, the floor of any plugin inside pytest; "
+            f"  CPU (f) {cpu_f:.3f} s: (f) / (b) = {cpu_f / cpu_b:.2f}, (b)'s device work inside pytest; "
             f"(c) / (f) = {cpu_c / cpu_f:.2f}"
         )
         print(f"  (c1) / (b)  = {med['c1'] / med['b']:.2f}   (one binary at a time, like (b))")

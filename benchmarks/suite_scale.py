@@ -18,9 +18,10 @@ warm build cache. Three things are timed at each size, interleaved, as whole pro
 and each tool's start-up is timed on a tree of one trivial Python test. --floor adds a
 fourth, `floor`: the plugin's own items with every binary's result made beforehand
 (_replay.py), no build check, run or parsing: what the items alone cost in pytest; and a
-fifth, `bare`: the least any pytest plugin does for the suite (_bare_host.py: the cases
-read from the source, each binary run once, its verdicts read; nothing of ours), whose one
-more case against pytest's says what a C case can cost inside pytest at the least.
+fifth, `bare`: a bare plugin that only runs the binaries, one after another in pytest's
+process (_bare_host.py: the cases read from the source, each binary run once, its
+verdicts read; nothing of ours), whose one more case against pytest's says what a C case
+costs with nothing but its run.
 
 The figure compared is the cost of one more case: (plugin - own - plugin's start-up) /
 cases against (pytest - pytest's start-up) / cases (target: <= 1.0), and it should stay
@@ -189,7 +190,7 @@ def scale(work: Path, sizes: list[int], repeats: int, floor: bool = False) -> No
             )
             bare = (figures["bare"] - figures["own"] - figures["pytest0"]) / cases * 1000
             print(
-                f"{'':8s} the least any plugin does (_bare_host.py): {figures['bare']:.2f} s, one more case "
+                f"{'':8s} a bare plugin, runs only (_bare_host.py): {figures['bare']:.2f} s, one more case "
                 f"{bare:.3f} ms, {bare / more[1]:.2f} x pytest's",
                 flush=True,
             )
