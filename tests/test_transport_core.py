@@ -335,3 +335,46 @@ def test_local_runs_start_while_another_thread_rewrites_the_environment(monkeypa
         stop.set()
         thread.join()
     assert ends == [0] * 300
+
+
+class _RecordingFs:
+    """A device file system that only records what is asked of it."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str):
+        return lambda *args: self.calls.append(name)
+
+
+def test_a_binary_the_push_queue_staged_is_deployed_without_asking_the_device(tmp_path):
+    """The push queue pushes each binary and links it into the session dir ahead of its run:
+    the run's deploy then costs no round trip, and still reports the push as its own."""
+    from pytest_ondevice.transports.device_cache import DeviceCache
+
+    binary = tmp_path / "k_test.c.elf"
+    binary.write_bytes(b"\x7fELF")
+    cache = DeviceCache("/root", "/root/sessions/s", run=lambda command: "")
+    queue, run = _RecordingFs(), _RecordingFs()
+    cache.stage(queue, binary, "a" * 64)
+    assert queue.calls == ["symlink", "put", "chmod", "posix_rename", "symlink"]  # held, pushed, linked
+    deployed = cache.place(run, binary, "a" * 64, ())
+    assert run.calls == []
+    assert (deployed.path, deployed.pushed) == ("/root/sessions/s/k_test.c.elf", True)
+    assert cache.place(run, binary, "a" * 64, ()).pushed is False  # reported once
+    assert run.calls == []
+
+
+def test_the_push_queue_stages_each_binary_it_pushes(tmp_path):
+    """What the queue ahead of the runs does on an SSH or ADB device: push and link."""
+    from pytest_ondevice.transports.device_cache import DeviceCache
+    from pytest_ondevice.transports.ssh import SshTransport
+
+    binary = tmp_path / "k_test.c.elf"
+    binary.write_bytes(b"\x7fELF")
+    device = object.__new__(SshTransport)  # no connection: its file access is ours
+    fs = _RecordingFs()
+    device.cache = DeviceCache("/root", "/root/sessions/s", run=lambda command: "")
+    device._fs = lambda role: fs
+    device.prefetch(binary, "b" * 64)
+    assert fs.calls[-1] == "symlink" and "k_test.c.elf" in device.cache.linked

@@ -163,10 +163,11 @@ class LinuxDevice(Transport):
 
     # -- loader --------------------------------------------------------------------------
     def prefetch(self, artifact: Path, sha256: str) -> None:
-        """Push (or verify) into the device cache on a second channel while the device runs others."""
+        """Push (or verify) into the device cache and link into the session dir, on a second
+        channel while the device runs others."""
         with contextlib.suppress(Exception):
             if self.cache is not None:
-                self.cache.ensure(self._fs("prefetch"), artifact, sha256)
+                self.cache.stage(self._fs("prefetch"), artifact, sha256)
 
     def deploy(self, artifact: Path, sha256: str, data: Sequence[Path] = ()) -> Deployed:
         if self.cache is None:
