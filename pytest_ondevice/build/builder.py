@@ -705,8 +705,9 @@ class Builder:
         """The command that compiles src with these arguments, and the identity of what runs:
         the board's C or C++ compiler, or nvcc driving the C++ one for a CUDA source."""
         if src.suffix == CUDA_SUFFIX:
-            tk = _cuda().toolkit(board)
-            return _cuda().compile_argv(tk, board, tc.cxx, args), f"{tc.identity}+nvcc:{tk.identity}"
+            cuda = _cuda()
+            tk = cuda.toolkit(board)
+            return cuda.compile_argv(tk, board, tc.cxx, args), f"{tc.identity}+nvcc:{tk.identity}"
         return [*(tc.cxx if src.suffix in CXX_SUFFIXES else tc.cc), *args], tc.identity
 
     def _compile_now(self, board: Board, tc: ResolvedToolchain, src: Path, flags: BuildFlags) -> Path:

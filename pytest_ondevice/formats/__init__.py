@@ -114,15 +114,11 @@ def _builtin(name: str) -> type[Format]:
     return getattr(importlib.import_module(f"{__name__}.{entry.module}"), entry.cls)
 
 
-def ours() -> dict[str, type[Format]]:
-    return {name: _builtin(name) for name in BUILTIN}
-
-
 @functools.cache
 def known() -> dict[str, type[Format]]:
     """Ours, then the entry points' (which may not shadow ours). The entry points cost a
     scan of every installed distribution: asked only when ours do not answer."""
-    formats = ours()
+    formats = {name: _builtin(name) for name in BUILTIN}
     for ep in entry_points(group=GROUP):
         if ep.name in formats:
             continue
