@@ -7,10 +7,12 @@ would import this checkout's transports through the editable install."""
 from __future__ import annotations
 
 import io
+import os
 import shutil
 import subprocess
 import tarfile
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -36,3 +38,9 @@ def level_path(dest: Path) -> Path:
     same code both ways: 0.96 x)."""
     dest.mkdir(parents=True, exist_ok=True)
     return dest
+
+
+def first_on_path(env: Mapping[str, str], directory: str) -> dict[str, str]:
+    """env with directory searched first for imports (a revision, a level path, or this
+    directory's plugins)."""
+    return {**env, "PYTHONPATH": os.pathsep.join(p for p in (directory, env.get("PYTHONPATH")) if p)}

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from _kernels import write_kernel_tests
-from _revision import installed_layout, level_path
+from _revision import first_on_path, installed_layout, level_path
 from _timing import timed_with_cpu
 
 REPO = Path(__file__).resolve().parent.parent
@@ -111,10 +111,8 @@ def main() -> int:
         against_env = None
         ours_env = env
         if args.against:
-            site = str(installed_layout(args.against, root / "against"))
-            against_env = {**env, "PYTHONPATH": os.pathsep.join(p for p in (site, env.get("PYTHONPATH")) if p)}
-            level = str(level_path(root / "level"))  # ours with as long a sys.path as the revision's
-            ours_env = {**env, "PYTHONPATH": os.pathsep.join(p for p in (level, env.get("PYTHONPATH")) if p)}
+            against_env = first_on_path(env, str(installed_layout(args.against, root / "against")))
+            ours_env = first_on_path(env, str(level_path(root / "level")))  # as long a sys.path as the revision's
             timed_with_cpu([*pytest_cmd, "--build-only"], project, against_env)
         timed_with_cpu([*pytest_cmd, "--build-only"], project, env)  # the build cache is warm from here
         bins = sorted(str(p) for p in (project / "_build" / "android-arm64" / "bin").rglob("*_test*") if p.is_file())

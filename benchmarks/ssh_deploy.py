@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 from _kernels import write_kernel_tests
-from _revision import installed_layout, level_path
+from _revision import first_on_path, installed_layout, level_path
 from _timing import timed, timed_with_cpu
 
 REPO = Path(__file__).resolve().parent.parent
@@ -89,12 +89,12 @@ DeviceCache._verify = lambda self, sha256: True  # trust what the device holds: 
 CPU: dict[str, list[float]] = {"b": [], "c": [], "f": []}  # CPU seconds: the ideal script, the plugin, the floor
 
 
-def timed_here(argv: list[str], cwd: Path, extra_path: str = "", cpu: str = "") -> float:
+def timed_here(argv: list[str], cwd: Path, extra_path: str = "", cpu: str = "", **variables: str) -> float:
     """Only our plugin: unrelated plugins installed on the machine would be timed too.
-    cpu: also keep the process's CPU seconds under that name."""
-    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    cpu: also keep the process's CPU seconds under that name; variables: this run's own."""
+    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", **variables}
     if extra_path:
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (extra_path, env.get("PYTHONPATH", "")) if p)
+        env = first_on_path(env, extra_path)
     if not cpu:
         return timed(argv, cwd, env)
     wall, used = timed_with_cpu(argv, cwd, env)
@@ -138,11 +138,11 @@ def main() -> int:
         serial_cmd = [a if a != "--board=rpi" else "--board=rpi-serial" for a in pytest_cmd]
         bare_cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "_bare_ssh", "-c", os.devnull]
         bare_cmd += ["--rootdir", str(project), "tests"]
-        os.environ.update(
-            BARE_SSH_CONFIG=str(sshd.ssh_config),
-            BARE_SSH_HOST=sshd.alias,
-            BARE_SSH_BIN=str(project / "_build" / "rpi" / "bin" / "tests"),
-        )
+        bare_env = {  # the bare plugin's alone: no other run carries them
+            "BARE_SSH_CONFIG": str(sshd.ssh_config),
+            "BARE_SSH_HOST": sshd.alias,
+            "BARE_SSH_BIN": str(project / "_build" / "rpi" / "bin" / "tests"),
+        }
         against_path = str(installed_layout(args.against, root / "against")) if args.against else ""
         ours_path = str(level_path(root / "level")) if args.against else ""  # as long a sys.path as the revision's
         for cmd in (pytest_cmd, serial_cmd):  # the build cache is warm
@@ -173,7 +173,7 @@ def main() -> int:
             return timed_here(pytest_cmd, project, ours_path, cpu="c")
 
         def bare_plugin() -> float:
-            return timed_here(bare_cmd, project, str(REPO / "benchmarks"), cpu="f")
+            return timed_here(bare_cmd, project, str(REPO / "benchmarks"), cpu="f", **bare_env)
 
         def against_fresh_device() -> float:
             shutil.rmtree(device_cache, ignore_errors=True)

@@ -52,6 +52,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from _revision import first_on_path
 from _timing import timed
 
 PER_FILE = 10
@@ -111,8 +112,7 @@ def median_times(commands: dict[str, tuple[list[str], Path, dict]], repeats: int
 
 def with_benchmarks(**variables: str) -> dict:
     """The environment of a run that loads a plugin of this directory (-p _name), with these."""
-    here = str(Path(__file__).resolve().parent)
-    return {**ENV, "PYTHONPATH": os.pathsep.join(p for p in (here, ENV.get("PYTHONPATH", "")) if p), **variables}
+    return {**first_on_path(ENV, str(Path(__file__).resolve().parent)), **variables}
 
 
 def replay_env(mode: str, tree: Path) -> dict:
