@@ -74,6 +74,28 @@ def test_run_gives_what_subprocess_run_gives(project):
     ), result.stdout.str()
 
 
+BIG_INPUT = """
+def test_a_filter_given_more_than_a_pipe_holds(device):
+    data = "".join(f"line {i}\\n" for i in range(200_000))
+    assert device.run(["cat"], input=data, timeout=30).stdout == data
+
+def test_a_program_that_reads_none_of_its_input(device):
+    r = device.run(["sh", "-c", "echo done"], input="x" * 5_000_000, timeout=30)
+    assert (r.returncode, r.stdout) == (0, "done\\n")
+"""
+
+
+def test_run_writes_the_input_while_it_reads_the_output(project):
+    """Written before the output was read, an input beyond a pipe's buffer waited for good
+    on a program that answers as it reads (the timeout never came): in a process of its
+    own, so that a hang fails this test instead of holding the suite."""
+    project.write("test_script.py", BIG_INPUT)
+    result = project.pytester.runpytest_subprocess("--board=host", "-p", "no:cacheprovider", "-v", timeout=60)
+    assert outcomes(result) == dict.fromkeys(
+        ["test_a_filter_given_more_than_a_pipe_holds", "test_a_program_that_reads_none_of_its_input"], "PASSED"
+    ), result.stdout.str()
+
+
 EXPECT = """
 import pexpect
 

@@ -8,10 +8,12 @@ Everything it starts ends when the test does.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shlex
 import subprocess
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,7 +22,7 @@ from ..build import toolchain
 from ..build.builder import Artifact, BuildError
 from ..config.board import Board, Memory
 from ..farm.fleet import Device as FleetDevice
-from ..transports import Clock, Deployed, InfrastructureError, Transport
+from ..transports import Clock, Deployed, InfrastructureError, Interactive, Transport
 from ..transports.runloop import drive
 from .console import Console, returncode
 from .testlog import TestLog
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
 
 SOURCE_SUFFIXES = {".c", ".cc", ".cpp", ".cxx", ".S", ".s"}
 OUTPUT_KEPT = 16 << 20  # of one device.run()'s stdout, in memory (the log has it all)
+INPUT_GONE_S = 10.0  # for the input's writer to see the program closed
 
 
 class BuildFailed(AssertionError):
@@ -182,15 +185,15 @@ class Device:
                 out.extend(data[: OUTPUT_KEPT - len(out)])
 
         process = self._transport.spawn(deployed, rest)
+        feeding = _feed(process, input.encode() if isinstance(input, str) else input)
         try:
-            if input is not None:
-                process.write(input.encode() if isinstance(input, str) else input)
-            process.close_input()
             end = drive(process, timeout, on_bytes, self._transport.stop, process.kill)
             err = process.errors()
         finally:
             process.close()
             feed(b"")
+            if feeding is not None:
+                feeding.join(INPUT_GONE_S)  # closed and ended: a blocked write has failed by now
         if err:
             self.log.stream(f"{label} stderr")(err + b"\n")
         stdout, stderr = (out.decode("utf-8", "replace"), err.decode("utf-8", "replace")) if text else (bytes(out), err)
@@ -275,6 +278,26 @@ class Device:
             return self.build(path)
         digest = hashlib.sha256(path.read_bytes()).hexdigest()  # a prebuilt image: its content is its name
         return Artifact(path, digest)
+
+
+def _feed(process: Interactive, data: bytes | None) -> threading.Thread | None:
+    """The input, written while the output is read, as subprocess.run() does: a program that
+    answers as it reads (cat, a filter) stops reading once its own output is not read, so
+    writing all the input first waited for good beyond a pipe's or a channel's buffer."""
+    if not data:
+        process.close_input()
+        return None
+
+    def write() -> None:
+        # a program that ends without reading it all, or a link that goes: how it ended says which
+        with contextlib.suppress(InfrastructureError, OSError):
+            process.write(data)
+        with contextlib.suppress(InfrastructureError, OSError):
+            process.close_input()
+
+    thread = threading.Thread(target=write, name="ondevice-input", daemon=True)
+    thread.start()
+    return thread
 
 
 def _shown(deployed: Deployed | None, args: list[str]) -> str:
