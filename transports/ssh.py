@@ -314,8 +314,8 @@ class _SshRun(RunStream):
         self.chan.close()
 
     def write(self, data: bytes) -> None:
-        try:
-            self.chan.sendall(data)
+        try:  # a view: paramiko's sendall copies what is left after every packet (16 MiB: 0.3 s of CPU, not 0.05)
+            self.chan.sendall(memoryview(data))
         except Exception as e:  # paramiko: SSHException or OSError on a closed channel
             raise OSError(str(e)) from None
 
