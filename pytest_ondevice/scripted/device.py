@@ -289,10 +289,11 @@ def _feed(process: Interactive, data: bytes | None) -> threading.Thread | None:
         return None
 
     def write() -> None:
-        # a program that ends without reading it all, or a link that goes: how it ended says which
-        with contextlib.suppress(InfrastructureError, OSError):
+        # cut short by the program's end (it read no more), its close (a file closed under
+        # the write) or a lost link: how the run ended says which, as the reading side sees it
+        with contextlib.suppress(InfrastructureError, OSError, ValueError):
             process.write(data)
-        with contextlib.suppress(InfrastructureError, OSError):
+        with contextlib.suppress(InfrastructureError, OSError, ValueError):
             process.close_input()
 
     thread = threading.Thread(target=write, name="ondevice-input", daemon=True)
