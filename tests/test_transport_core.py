@@ -3,7 +3,9 @@ the console of another from a board file alone, and the shared run loop."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 import textwrap
 import threading
 import time
@@ -11,6 +13,7 @@ import time
 import pytest
 from pytest_ondevice.transports import InfrastructureError
 from pytest_ondevice.transports.runloop import ExitLine, drive
+from pytest_ondevice.transports.sendall import send_all
 
 # A "flasher" that only loads and starts a program (its output goes to a log file, as a
 # probe's target prints to a UART) and a "tailer" console that only reads that log: neither
@@ -378,3 +381,71 @@ def test_the_push_queue_stages_each_binary_it_pushes(tmp_path):
     device._fs = lambda role: fs
     device.prefetch(binary, "b" * 64)
     assert fs.calls[-1] == "symlink" and "k_test.c.elf" in device.cache.linked
+
+
+def small_socket_pair() -> tuple[socket.socket, socket.socket]:
+    """(ours, the device's), with buffers small enough that a megabyte waits on the reader."""
+    ours, device = socket.socketpair()
+    ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8192)
+    device.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)
+    return ours, device
+
+
+def test_send_all_gives_a_late_reader_every_byte_while_another_thread_sets_short_timeouts():
+    """A run's input is written beside the thread that reads its output, and that thread sets
+    the socket's timeout before every read: socket.sendall() took such a 0.01 s as its
+    deadline and cut the input off mid-packet (adb's stdin, Renode's terminal)."""
+    ours, device = small_socket_pair()
+    data = os.urandom(1 << 20)
+    got = bytearray()
+    stop = threading.Event()
+
+    def reader() -> None:  # drive()'s side of our socket
+        while not stop.is_set():
+            ours.settimeout(0.01)
+            with contextlib.suppress(TimeoutError):
+                ours.recv(1)
+
+    def late_device() -> None:
+        time.sleep(0.5)
+        while len(got) < len(data):
+            got.extend(device.recv(65536))
+
+    threads = [threading.Thread(target=reader), threading.Thread(target=late_device)]
+    for thread in threads:
+        thread.start()
+    try:
+        send_all(ours, data, closed=lambda: False)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(5)
+        ours.close()
+        device.close()
+    assert bytes(got) == data
+
+
+def test_send_all_gives_up_once_the_stream_is_closed():
+    """A program that never reads its input: the run's close ends the write, no thread left."""
+    ours, device = small_socket_pair()
+    closed = threading.Event()
+    timer = threading.Timer(0.3, closed.set)
+    raised: list[OSError] = []
+
+    def write() -> None:
+        try:
+            send_all(ours, b"x" * (1 << 20), closed=closed.is_set)
+        except OSError as e:
+            raised.append(e)
+
+    writer = threading.Thread(target=write)
+    timer.start()
+    writer.start()
+    writer.join(5)
+    gave_up = not writer.is_alive()
+    device.close()  # a write still waiting fails now, so that no thread outlives the test
+    writer.join(5)
+    timer.join()
+    ours.close()
+    assert gave_up, "the write still waited 5 s after its stream was closed"
+    assert len(raised) == 1 and "closed before the input was all written" in str(raised[0]), raised

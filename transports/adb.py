@@ -34,6 +34,7 @@ from ._proc import own_environment
 from .contract import ConnectionLost, Deployed, InfrastructureError, RunEnd, end_from_status
 from .keeper import BOOT, Keeper
 from .linuxdevice import DEFAULT_CACHE_ENTRIES, LinuxDevice, RunStream
+from .sendall import send_all
 
 DEVICE_DIR = "/data/local/tmp"  # the one place an adb shell may write and exec on every Android
 CONNECT_TIMEOUT = 10.0
@@ -283,10 +284,15 @@ class ShellV2(RunStream):
         self._closed = False
         self._buf = b""
         self._timeout: float | None = None
+        self._sending = threading.Lock()  # a packet's header and data go out together
 
     # the keeper's Channel
     def sendall(self, data: bytes) -> None:
-        self.sock.sendall(HEADER.pack(STDIN, len(data)) + data)
+        """One stdin packet, whole: a run's input is written beside the thread reading its
+        output, which sets the socket's timeout (sendall.py)."""
+        with self._sending:
+            send_all(self.sock, HEADER.pack(STDIN, len(data)), lambda: self._closed)
+            send_all(self.sock, data, lambda: self._closed)
 
     def settimeout(self, seconds: float) -> None:
         self._timeout = seconds
@@ -301,7 +307,8 @@ class ShellV2(RunStream):
         return data
 
     def shutdown_write(self) -> None:
-        self.sock.sendall(HEADER.pack(CLOSE_STDIN, 0))
+        with self._sending:
+            send_all(self.sock, HEADER.pack(CLOSE_STDIN, 0), lambda: self._closed)
 
     def write(self, data: bytes) -> None:
         self.sendall(data)

@@ -34,6 +34,7 @@ from ._proc import own_environment
 from .contract import Clock, Deployed, InfrastructureError, OnBytes, RunEnd
 from .renode_monitor import MonitorError, MonitorGone, RenodeMonitor
 from .runloop import ExitLine, drive
+from .sendall import send_all
 
 DEFAULT_PLATFORM = "platforms/cpus/stm32f103.repl"
 SEMIHOSTING_UART = "sysbus.cpu.uartSemihosting"
@@ -369,10 +370,11 @@ class _Console(_Terminal):
 
     def __init__(self, transport: RenodeTransport) -> None:
         super().__init__(transport, 0.0)
+        self._closed = False
 
     def write(self, data: bytes) -> None:
-        try:
-            self.sock.sendall(data)
+        try:  # the terminal's socket is non-blocking: sendall() gave up as soon as it was full
+            send_all(self.sock, data, lambda: self._closed or self.sock.fileno() < 0)
         except OSError as e:
             raise InfrastructureError(f"Renode's terminal failed while writing: {e}") from None
 
@@ -383,6 +385,7 @@ class _Console(_Terminal):
         return b""
 
     def close(self) -> None:
+        self._closed = True  # a write still waiting gives up
         self.kill()  # paused until the next program resets the machine
 
 
