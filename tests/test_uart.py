@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from pytest_ondevice.transports import Deployed
+from pytest_ondevice.transports import Deployed, InfrastructureError
 from pytest_ondevice.transports.uart import UartTransport
 from support.sshd import free_port
 
@@ -206,3 +206,33 @@ def test_no_url_names_the_fix():
 
     with pytest.raises(InfrastructureError, match="--console=uart:URL@BAUD"):
         UartTransport(Board(), None, {}).open()
+
+
+def test_closing_the_port_ends_a_write_that_waits_with_an_infrastructure_error():
+    """device.run() writes a program's input from a thread of its own. The run's close() must
+    end a write still waiting on a line nobody reads, as the device's error: not wait for
+    good, nor let pyserial's TypeError (its port gone under it) escape that thread."""
+    import serial
+    from pytest_ondevice.transports.uart import _SerialProcess
+
+    master, slave = pty.openpty()
+    path = os.ttyname(slave)
+    process = _SerialProcess(serial.Serial(path, 115200), f"uart:{path}", stop=lambda: None)
+    raised: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            process.write(b"x" * 1_000_000)  # far beyond what the pty holds: nobody reads the master
+        except BaseException as e:
+            raised.append(e)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    time.sleep(0.3)
+    process.close()
+    writer.join(5)
+    os.close(master)
+    os.close(slave)
+    assert not writer.is_alive()
+    assert [type(e) for e in raised] == [InfrastructureError], raised
+    assert "was closed while the input was written" in str(raised[0])

@@ -211,15 +211,22 @@ class _SerialProcess(_SerialStream):
     def __init__(self, port: Any, url: str, stop: Callable[[], None]) -> None:
         super().__init__(port, url)
         self._stop = stop
+        self.closing = False  # a write from device.run()'s input thread gives up
 
     def write(self, data: bytes) -> None:
         import serial
 
         try:
             self.port.write(data)
-            self.port.flush()
+            if not self.closing:  # cancelled by close(): nothing to wait out
+                self.port.flush()
         except (serial.SerialException, OSError) as e:
             raise InfrastructureError(f"the UART {self.url} failed while writing: {e}") from None
+        except (TypeError, AttributeError):  # pyserial's write, its port closed under it
+            if not self.closing:
+                raise
+        if self.closing:
+            raise InfrastructureError(f"the UART {self.url} was closed while the input was written")
 
     def close_input(self) -> None:
         """A UART has no end of input: the target reads on."""
@@ -231,9 +238,12 @@ class _SerialProcess(_SerialStream):
         self._stop()
 
     def close(self) -> None:
+        self.closing = True
         try:
             self._stop()
         finally:
+            with contextlib.suppress(Exception):  # a write waiting on a slow line gives up first
+                self.port.cancel_write()
             with contextlib.suppress(Exception):
                 self.port.close()
 
