@@ -82,7 +82,17 @@ def test_a_filter_given_more_than_a_pipe_holds(device):
 def test_a_program_that_reads_none_of_its_input(device):
     r = device.run(["sh", "-c", "echo done"], input="x" * 5_000_000, timeout=30)
     assert (r.returncode, r.stdout) == (0, "done\\n")
+
+def test_a_program_that_reads_its_input_late(device):
+    r = device.run(["sh", "-c", "sleep 1; wc -c"], input=b"x" * 8_000_000, timeout=30)
+    assert (r.returncode, r.stdout.split()) == (0, ["8000000"])
 """
+
+BIG_INPUT_TESTS = [
+    "test_a_filter_given_more_than_a_pipe_holds",
+    "test_a_program_that_reads_none_of_its_input",
+    "test_a_program_that_reads_its_input_late",
+]
 
 
 def test_run_writes_the_input_while_it_reads_the_output(project):
@@ -91,9 +101,7 @@ def test_run_writes_the_input_while_it_reads_the_output(project):
     own, so that a hang fails this test instead of holding the suite."""
     project.write("test_script.py", BIG_INPUT)
     result = project.pytester.runpytest_subprocess("--board=host", "-p", "no:cacheprovider", "-v", timeout=60)
-    assert outcomes(result) == dict.fromkeys(
-        ["test_a_filter_given_more_than_a_pipe_holds", "test_a_program_that_reads_none_of_its_input"], "PASSED"
-    ), result.stdout.str()
+    assert outcomes(result) == dict.fromkeys(BIG_INPUT_TESTS, "PASSED"), result.stdout.str()
 
 
 EXPECT = """

@@ -184,9 +184,11 @@ class Device:
             if len(out) < OUTPUT_KEPT:
                 out.extend(data[: OUTPUT_KEPT - len(out)])
 
+        data = _input_bytes(input)  # a wrong type is the test's error, raised here, not in the writer
         process = self._transport.spawn(deployed, rest)
-        feeding = _feed(process, input.encode() if isinstance(input, str) else input)
+        feeding = None
         try:
+            feeding = _feed(process, data)
             end = drive(process, timeout, on_bytes, self._transport.stop, process.kill)
             err = process.errors()
         finally:
@@ -194,6 +196,8 @@ class Device:
             feed(b"")
             if feeding is not None:
                 feeding.join(INPUT_GONE_S)  # closed and ended: a blocked write has failed by now
+                if feeding.is_alive():
+                    self.log.note(f"{shown}: its input was still being written {INPUT_GONE_S:g} s after it ended")
         if err:
             self.log.stream(f"{label} stderr")(err + b"\n")
         stdout, stderr = (out.decode("utf-8", "replace"), err.decode("utf-8", "replace")) if text else (bytes(out), err)
@@ -278,6 +282,14 @@ class Device:
             return self.build(path)
         digest = hashlib.sha256(path.read_bytes()).hexdigest()  # a prebuilt image: its content is its name
         return Artifact(path, digest)
+
+
+def _input_bytes(input: str | bytes | None) -> bytes | None:
+    if input is None or isinstance(input, bytes | bytearray | memoryview):
+        return input
+    if isinstance(input, str):
+        return input.encode()
+    raise TypeError(f"input must be str or bytes, not {type(input).__name__}")
 
 
 def _feed(process: Interactive, data: bytes | None) -> threading.Thread | None:
