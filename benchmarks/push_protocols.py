@@ -30,14 +30,9 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-from ssh_deploy import make_project
-
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
-from support.sshd import Sshd  # noqa: E402
+from ssh_deploy import loopback_pi, make_project
 
 PUSH = r"""
 import hashlib, json, os, socket, sys, time
@@ -132,9 +127,7 @@ def main() -> int:
     args = parser.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("needs root (a throwaway sshd and device account: see tests/support/sshd.py)")
-    root = Path(tempfile.mkdtemp(prefix="ondevice-push-"))
-    root.chmod(0o755)
-    sshd = Sshd.create(root / "sshd").start()
+    root, sshd = loopback_pi("ondevice-push-")
     try:
         project = make_project(root, args.binaries, sshd)
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}

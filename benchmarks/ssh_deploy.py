@@ -67,6 +67,13 @@ sys.exit(1 if failed else 0)
 """
 
 
+def loopback_pi(prefix: str) -> tuple[Path, Sshd]:
+    """A temporary root (readable by the device account) and a loopback sshd started in it."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    root.chmod(0o755)
+    return root, Sshd.create(root / "sshd").start()
+
+
 def make_project(root: Path, count: int, sshd: Sshd) -> Path:
     project = root / "project"
     write_kernel_tests(project / "tests", count)
@@ -114,9 +121,7 @@ def main() -> int:
     args = parser.parse_args()
     if os.geteuid() != 0 or not enable_binfmt():
         raise SystemExit("needs root and binfmt_misc (see tests/support/sshd.py)")
-    root = Path(tempfile.mkdtemp(prefix="ondevice-bench-"))
-    root.chmod(0o755)
-    sshd = Sshd.create(root / "sshd").start()
+    root, sshd = loopback_pi("ondevice-bench-")
     try:
         project = make_project(root, args.binaries, sshd)
         pytest_cmd = [
