@@ -34,7 +34,7 @@ from ._proc import own_environment
 from .contract import ConnectionLost, Deployed, InfrastructureError, RunEnd, end_from_status
 from .keeper import BOOT, Keeper
 from .linuxdevice import DEFAULT_CACHE_ENTRIES, LinuxDevice, RunStream
-from .sendall import send_all
+from .sendall import PIECE, send_all
 
 DEVICE_DIR = "/data/local/tmp"  # the one place an adb shell may write and exec on every Android
 CONNECT_TIMEOUT = 10.0
@@ -284,15 +284,22 @@ class ShellV2(RunStream):
         self._closed = False
         self._buf = b""
         self._timeout: float | None = None
-        self._sending = threading.Lock()  # a packet's header and data go out together
+        self._sending = threading.Lock()
+        with contextlib.suppress(OSError):  # a keeper command, or a line to a program, goes out now:
+            # Nagle would hold it for the server's delayed ACK of what went before (44 ms)
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     # the keeper's Channel
     def sendall(self, data: bytes) -> None:
         """One stdin packet, whole: a run's input is written beside the thread reading its
         output, which sets the socket's timeout (sendall.py)."""
-        with self._sending:
-            send_all(self.sock, HEADER.pack(STDIN, len(data)), lambda: self._closed)
-            send_all(self.sock, data, lambda: self._closed)
+        header = HEADER.pack(STDIN, len(data))
+        self._send(header + data if len(data) <= PIECE else header, data if len(data) > PIECE else b"")
+
+    def _send(self, *parts: bytes) -> None:
+        with self._sending:  # a packet's header and data go out together
+            for part in parts:
+                send_all(self.sock, part, lambda: self._closed)
 
     def settimeout(self, seconds: float) -> None:
         self._timeout = seconds
@@ -307,8 +314,7 @@ class ShellV2(RunStream):
         return data
 
     def shutdown_write(self) -> None:
-        with self._sending:
-            send_all(self.sock, HEADER.pack(CLOSE_STDIN, 0), lambda: self._closed)
+        self._send(HEADER.pack(CLOSE_STDIN, 0))
 
     def write(self, data: bytes) -> None:
         self.sendall(data)
@@ -399,10 +405,10 @@ class ShellV1(ShellV2):
         self._held = b""
 
     def sendall(self, data: bytes) -> None:
-        self.sock.sendall(data)
+        self._send(data)
 
     def shutdown_write(self) -> None:
-        self.sock.sendall(b"break\n")
+        self._send(b"break\n")
 
     def _take(self, chunk: bytes) -> None:
         """Raw output; the go line and the status line, when this is a run's stream, taken out."""

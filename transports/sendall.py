@@ -20,10 +20,12 @@ def send_all(sock: socket.socket, data: bytes | memoryview, closed: Callable[[],
     """Every byte, however slowly the far end reads; OSError once closed() is true (the
     program ended, or the run was closed) before they all went."""
     view = memoryview(data).cast("B")
+    writable = select.poll()  # not select(): it refuses a descriptor numbered 1024 or more
+    writable.register(sock, select.POLLOUT)
     while view:
         if closed():
             raise OSError("the stream closed before the input was all written")
-        if not select.select([], [sock], [], WRITABLE_WAIT_S)[1]:
+        if not writable.poll(WRITABLE_WAIT_S * 1000):
             continue
         try:
             sent = sock.send(view[:PIECE], socket.MSG_DONTWAIT)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -26,6 +27,7 @@ from .contract import Deployed, InfrastructureError, OnBytes, RunEnd
 from .runloop import ExitLine, drive
 
 OPEN_TIMEOUT = 10.0
+WRITE_GONE_S = 2.0  # for a cancelled write to leave pyserial before the port closes
 # where our output starts: our header's first line, or a TFLM harness's own
 FIRST_LINE = re.compile(rb"#ondevice |Testing |\[==========\]|\[ RUN ")
 
@@ -212,19 +214,22 @@ class _SerialProcess(_SerialStream):
         super().__init__(port, url)
         self._stop = stop
         self.closing = False  # a write from device.run()'s input thread gives up
+        self._writing = threading.Lock()  # held by a write: the port closes once it is out of pyserial
 
     def write(self, data: bytes) -> None:
         import serial
 
-        try:
-            self.port.write(data)
-            if not self.closing:  # cancelled by close(): nothing to wait out
-                self.port.flush()
-        except (serial.SerialException, OSError) as e:
-            raise InfrastructureError(f"the UART {self.url} failed while writing: {e}") from None
-        except (TypeError, AttributeError):  # pyserial's write, its port closed under it
-            if not self.closing:
-                raise
+        with self._writing:
+            try:
+                self.port.write(data)
+                if not self.closing:  # cancelled by close(): nothing to wait out
+                    self.port.flush()
+            except (serial.SerialException, OSError) as e:
+                if not self.closing:
+                    raise InfrastructureError(f"the UART {self.url} failed while writing: {e}") from None
+            except (TypeError, AttributeError):  # pyserial's write, its port closed under it
+                if not self.closing:
+                    raise
         if self.closing:
             raise InfrastructureError(f"the UART {self.url} was closed while the input was written")
 
@@ -242,10 +247,17 @@ class _SerialProcess(_SerialStream):
         try:
             self._stop()
         finally:
+            with contextlib.suppress(Exception):  # what waits to go out is dropped
+                self.port.reset_output_buffer()
             with contextlib.suppress(Exception):  # a write waiting on a slow line gives up first
                 self.port.cancel_write()
-            with contextlib.suppress(Exception):
-                self.port.close()
+            out = self._writing.acquire(timeout=WRITE_GONE_S)  # pyserial's own fds are not for two threads
+            try:
+                with contextlib.suppress(Exception):
+                    self.port.close()
+            finally:
+                if out:
+                    self._writing.release()
 
 
 class _Resync:

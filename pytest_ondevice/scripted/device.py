@@ -285,8 +285,10 @@ class Device:
 
 
 def _input_bytes(input: str | bytes | None) -> bytes | None:
-    if input is None or isinstance(input, bytes | bytearray | memoryview):
+    if input is None or isinstance(input, bytes):
         return input
+    if isinstance(input, bytearray | memoryview):
+        return bytes(input)  # its bytes, whatever its item format: a frame's length counts bytes
     if isinstance(input, str):
         return input.encode()
     raise TypeError(f"input must be str or bytes, not {type(input).__name__}")
