@@ -3,7 +3,8 @@
 socket.sendall() takes its deadline from the socket's timeout when it starts, and the
 reading thread sets that timeout before every read (0.1 s, or none at all): a device
 that took longer to read the input cut it off mid-write, a frame half sent. So the input
-goes in pieces, each once the socket can take it, for as long as the stream is open.
+goes in pieces, each as much as the socket takes without waiting, for as long as the
+stream is open.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import select
 import socket
 from collections.abc import Callable
 
-PIECE = 65536  # at most, a send: it takes what fits, never waiting (MSG_DONTWAIT), blocking socket or not
+PIECE = 65536  # at most, a send: it takes what fits, never waiting (MSG_DONTWAIT)
 WRITABLE_WAIT_S = 0.25  # between two looks at whether the stream was closed
 
 
@@ -20,15 +21,16 @@ def send_all(sock: socket.socket, data: bytes | memoryview, closed: Callable[[],
     """Every byte, however slowly the far end reads; OSError once closed() is true (the
     program ended, or the run was closed) before they all went."""
     view = memoryview(data).cast("B")
-    writable = select.poll()  # not select(): it refuses a descriptor numbered 1024 or more
-    writable.register(sock, select.POLLOUT)
+    writable: select.poll | None = None
     while view:
+        try:
+            view = view[sock.send(view[:PIECE], socket.MSG_DONTWAIT) :]
+            continue
+        except (BlockingIOError, InterruptedError, TimeoutError):
+            pass
         if closed():
             raise OSError("the stream closed before the input was all written")
-        if not writable.poll(WRITABLE_WAIT_S * 1000):
-            continue
-        try:
-            sent = sock.send(view[:PIECE], socket.MSG_DONTWAIT)
-        except (BlockingIOError, InterruptedError, TimeoutError):
-            continue
-        view = view[sent:]
+        if writable is None:  # not select(): it refuses a descriptor numbered 1024 or more
+            writable = select.poll()
+            writable.register(sock, select.POLLOUT)
+        writable.poll(WRITABLE_WAIT_S * 1000)
