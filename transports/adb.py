@@ -294,7 +294,10 @@ class ShellV2(RunStream):
         """One stdin packet, whole: a run's input is written beside the thread reading its
         output, which sets the socket's timeout (sendall.py)."""
         header = HEADER.pack(STDIN, len(data))
-        self._send(header + data if len(data) <= PIECE else header, data if len(data) > PIECE else b"")
+        if len(data) <= PIECE:  # one send: a keeper command is not held back behind its header
+            self._send(header + data)
+        else:  # an input: not copied to put the header before it
+            self._send(header, data)
 
     def _send(self, *parts: bytes) -> None:
         with self._sending:  # a packet's header and data go out together
