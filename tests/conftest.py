@@ -5,12 +5,20 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import textwrap
 import threading
 import time
 from pathlib import Path
 
 import pytest
+
+# A suite started with SIGINT ignored (under nohup, or as a background job of a shell
+# without job control) hands that on to every process it starts, and the tests of Ctrl-C
+# (bisect's, labgrid's) then sent a signal nobody could receive: restored, a child gets
+# what a terminal's Ctrl-C reaches
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # The plugin's run-time modules, imported before any in-process run: pytester drops the
 # modules a run imported, and a later run importing only some of them again holds two
