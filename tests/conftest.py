@@ -43,6 +43,8 @@ with contextlib.suppress(ImportError):
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
+# a user's project, run only from the installed wheel (test_installed_wheel.py), never as ours
+collect_ignore = ["user_project"]
 
 
 class Project:

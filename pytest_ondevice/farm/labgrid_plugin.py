@@ -13,6 +13,7 @@ trace (`-p no:labgrid` in addopts removes that too).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import shlex
 
@@ -30,7 +31,7 @@ def wanted(config: pytest.Config) -> bool:
     with contextlib.suppress(Exception):  # registered before the ini was read: the command line decides
         args += config.getini("addopts")
     args = [str(a) for a in args]
-    for arg, following in zip(args, [*args[1:], ""], strict=True):
+    for arg, following in itertools.pairwise([*args, ""]):  # each argument and the one after it (none: "")
         if arg.startswith("--lg-"):
             return True
         named = following if arg == "-p" else arg[2:] if arg.startswith("-p") else None
