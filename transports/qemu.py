@@ -26,7 +26,7 @@ PACKAGES = {"qemu-system-arm": "qemu-system-arm", "qemu-system-aarch64": "qemu-s
 def install_hint(binary: str) -> str:
     name = Path(binary).name
     package = PACKAGES.get(name) or ("qemu-system-misc" if name.startswith("qemu-system-") else "qemu-user")
-    return f"install QEMU: apt-get install {package} (or run scripts/setup.sh)"
+    return f"install QEMU: apt-get install {package}"
 
 
 def _find(binary: str) -> str:

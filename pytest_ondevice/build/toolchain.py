@@ -75,7 +75,7 @@ def _resolve(board_name: str, tc, env: tuple) -> ResolvedToolchain:
         install.append("pip install ziglang")
     how = " or ".join(install) or "install a compiler for this board"
     raise ToolchainError(
-        f"no toolchain for board '{board_name}': tried {', '.join(tried)}; install one: {how} (or run scripts/setup.sh)"
+        f"no toolchain for board '{board_name}': tried {', '.join(tried)}; install one: {how}"
     )
 
 
