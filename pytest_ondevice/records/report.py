@@ -21,7 +21,8 @@ from operator import itemgetter
 from pathlib import Path
 
 from ..formats.benchline import MEMORY_UNIT
-from .history import Bench, Coverage, History, Result, Run, without_worker_header
+from .failmessage import headline
+from .history import Bench, Coverage, History, Result, Run
 
 DEFAULT_LAST = 30  # runs in the window the charts and tables look at
 MAX_PANELS = 24  # latency panels drawn at most; the newly slow ones first
@@ -552,14 +553,13 @@ def _td(value, cls: str = "") -> str:
 
 
 def _message_cell(text: str) -> str:
-    """A failure's first line (the assertion) and the source line it points at, the rest
-    folded (an older history may still hold xdist's worker header first)."""
-    lines = [line for line in without_worker_header(text.strip() + "\n").splitlines() if line.strip()]
-    if not lines:
+    """A failure's headline (a C case's first line, the assertion; a Python test's exception,
+    not its traceback's opening) and the source line it points at, the rest folded (an
+    older history may still hold xdist's worker header first)."""
+    head, rest = headline(text)
+    if not head:
         return '<td class="msg"></td>'
-    head = [lines[0][:300], *[line for line in lines[1:3] if line.lstrip().startswith(">")][:1]]
-    rest = [line for line in lines[1:] if line not in head][:40]
-    folded = f"<details><summary>more</summary><pre>{_e(chr(10).join(rest))}</pre></details>" if rest else ""
+    folded = f"<details><summary>more</summary><pre>{_e(chr(10).join(rest[:40]))}</pre></details>" if rest else ""
     return f'<td class="msg">{_e(chr(10).join(head))}{folded}</td>'
 
 
