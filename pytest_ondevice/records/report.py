@@ -65,17 +65,56 @@ class Series:
         return (self.latest - ref) / ref * 100 if ref else None
 
 
-def series(history: History) -> list[Series]:
-    """Every (board, kernel) measured in the window; a run that measured one twice counts its median."""
+def plain(b: Bench) -> bool:
+    """A record of a plain build: not of one instrumented for coverage (variant "gcov"), whose
+    figures are the instrumentation's too. Records from before variants were kept are plain."""
+    return (getattr(b, "variant", None) or "plain") == "plain"
+
+
+@dataclass
+class LeftOut:
+    """The records the analysis does not use, counted for the page to say so."""
+
+    instrumented: int = 0  # latency records of coverage-instrumented builds
+    instrumented_memory: int = 0  # memory figures of such builds
+    not_passed: int = 0  # memory figures of runs where their case did not pass
+
+
+def usable(history: History) -> tuple[list[Bench], LeftOut]:
+    """The records the trends compare, and what was left out: only plain builds' records
+    (an instrumented build is slower and deeper, not the code as shipped), and a memory
+    figure (stack high-water, peak RSS) only from a run where its case passed: a failing
+    case's stack is its failure path's (printing its message), not its code's."""
+    left = LeftOut()
+    # the cases that did not pass, by run: a handful against a farm's hundreds of thousands of passes
+    not_passed = {(r.run_id, r.nodeid) for r in history.results if r.outcome != "passed"}
+    kept = []
+    for b in history.benches:
+        memory = b.unit == MEMORY_UNIT
+        if not plain(b):
+            if memory:
+                left.instrumented_memory += 1
+            else:
+                left.instrumented += 1
+        elif memory and (b.run_id, b.nodeid) in not_passed:
+            left.not_passed += 1
+        else:
+            kept.append(b)
+    return kept, left
+
+
+def series(history: History, benches: list[Bench] | None = None) -> list[Series]:
+    """Every (board, kernel) measured in the window (of benches; by default the records
+    `usable` keeps); a run that measured one twice counts its median."""
     index = {run.id: i for i, run in enumerate(history.runs)}
     grouped: dict[tuple[str, str, str], list[Bench]] = defaultdict(list)
-    for b in history.benches:
+    for b in usable(history)[0] if benches is None else benches:
         grouped[(b.board or "-", b.name, b.unit)].append(b)
     found = []
-    for (board, name, unit), benches in sorted(grouped.items()):
-        measured = sorted((index[b.run_id], b.median) for b in benches)  # by run: nearly always once each
+    for (board, name, unit), measured_by in sorted(grouped.items()):
+        measured = sorted((index[b.run_id], b.median) for b in measured_by)  # by run: nearly always once each
         points = [(i, _median([m for _, m in run])) for i, run in groupby(measured, key=itemgetter(0))]
-        deterministic = all(b.deterministic for b in benches)
+        deterministic = all(b.deterministic for b in measured_by)
         found.append(Series(board, name, unit, deterministic, points))
     return found
 
@@ -598,10 +637,38 @@ def _header(history: History, last: int) -> str:
     )
 
 
-def _trends(plt, history: History, all_series: list[Series], slow: list[Series], threshold: float) -> str:
+def _left_out(left: LeftOut | None, memory: bool = False) -> str:
+    """What the analysis left out of latency (memory: of memory figures), and why."""
+    if left is None:
+        return ""
+    notes = []
+    instrumented = left.instrumented_memory if memory else left.instrumented
+    if memory and left.not_passed:
+        notes.append(
+            f"{_count(left.not_passed, 'figure')} of runs where the case did not pass left out: a failing "
+            "case's stack is its failure path's (printing its message), not its code's, so stack figures are "
+            "compared between passing runs only."
+        )
+    if instrumented:
+        what = "figure" if memory else "latency record"
+        notes.append(
+            f"{_count(instrumented, what)} of coverage-instrumented builds (--ondevice-coverage) left out: "
+            "the instrumentation's counters make code slower and deeper, so only plain builds are compared."
+        )
+    return "".join(f'<p class="muted left-out">{_e(note)}</p>' for note in notes)
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}" + ("" if n == 1 else "s")
+
+
+def _trends(
+    plt, history: History, all_series: list[Series], slow: list[Series], threshold: float, left: LeftOut | None = None
+) -> str:
     out = ["<h2>Latency per kernel and board</h2>"]
     if not all_series:
-        return out[0] + "<p>No latency records in these runs (no case uses ONDEVICE_BENCH).</p>"
+        return out[0] + "<p>No latency records in these runs (no case uses ONDEVICE_BENCH).</p>" + _left_out(left)
+    out.append(_left_out(left))
     out.append(
         f'<p class="muted">Median per run; dotted: reference (median of the earlier runs); dashed: the '
         f"{threshold:g} % regression limit.</p>"
@@ -626,13 +693,22 @@ def _chart_grid(plt, history: History, ordered: list[Series], threshold: float, 
 
 
 def _stack_section(
-    plt, history: History, stacks: list[Series], deeper: list[Series], threshold: float, limit: int = MAX_ROWS
+    plt,
+    history: History,
+    stacks: list[Series],
+    deeper: list[Series],
+    threshold: float,
+    limit: int = MAX_ROWS,
+    left: LeftOut | None = None,
 ) -> str:
-    """Stack high-water per case (micro_test.h's `stack:CASE` records): what grew, then a
-    chart per case over the runs, the deepest first."""
-    if not stacks:  # a history from before stack figures, or of binaries built without them
+    """Stack high-water per case (micro_test.h's `stack:CASE` records) of the runs where the
+    case passed: what grew, then a chart per case over the runs, the deepest first."""
+    note = _left_out(left, memory=True)
+    if not stacks and not note:  # a history from before stack figures, or of binaries built without them
         return ""
-    out = ["<h2>Stack high-water per case</h2>"]
+    out = ["<h2>Stack high-water per case</h2>", note]
+    if not stacks:
+        return "".join(out)
     if deeper:
         rows = [
             [
@@ -733,8 +809,9 @@ def _slow_section(
     bisected: dict | None = None,
     moved: list[Series] | None = None,
     limit: int = MAX_ROWS,
+    left: LeftOut | None = None,
 ) -> str:
-    out = [f"<h2>Newly slow kernels (over {threshold:g} %)</h2>"]
+    out = [f"<h2>Newly slow kernels (over {threshold:g} %)</h2>", _left_out(left)]
     by_kernel = {(board, metric): text for (_, board, metric), text in (bisected or {}).items() if metric}
     if not any(s.reference is not None for s in all_series):
         out.append(
@@ -827,7 +904,8 @@ def _damaged_section(history: History) -> str:
 def render(history: History, threshold: float = 5.0, last: int = DEFAULT_LAST, rows: int = MAX_ROWS) -> str:
     """The whole page as one string (threshold in %; rows: of each table at most, 0 for all)."""
     plt = _pyplot()
-    every = series(history)
+    benches, left = usable(history)
+    every = series(history, benches)
     all_series = [s for s in every if s.unit != MEMORY_UNIT]
     stacks = [s for s in every if s.unit == MEMORY_UNIT]
     slow = slow_kernels(all_series, history, threshold)
@@ -836,14 +914,17 @@ def render(history: History, threshold: float = 5.0, last: int = DEFAULT_LAST, r
         _header(history, last),
         _damaged_section(history),
         _failures_section(new_failures(history), first_bad(history), rows),
-        _slow_section(all_series, slow, threshold, first_bad(history), changed_exact(all_series, slow, history), rows),
+        _slow_section(
+            all_series, slow, threshold, first_bad(history), changed_exact(all_series, slow, history), rows, left
+        ),
         _flaky_section(flaky(history), len(history.runs), rows),
         _device_errors_section(stats, history, rows),
     ]
     if history.runs:  # what needs doing first, then the pictures
         body.append(_pass_rate_section(plt, stats))
-        body.append(_trends(plt, history, all_series, slow, threshold))
-        body.append(_stack_section(plt, history, stacks, slow_kernels(stacks, history, threshold), threshold, rows))
+        body.append(_trends(plt, history, all_series, slow, threshold, left))
+        deeper = slow_kernels(stacks, history, threshold)
+        body.append(_stack_section(plt, history, stacks, deeper, threshold, rows, left))
         body.append(_coverage_section(plt, history))
     charts = sum(part.count('<img class="chart"') for part in body)
     return (
