@@ -139,10 +139,10 @@ def test_the_page_says_what_was_flaky_and_who_cut_attempts_short(tmp_path):
     history = _nights(tmp_path / "h.db", [_case("passed", reruns=[LOST])])
     page = report.render(history)
     assert _table_column(page, "flaky") == ["A"] and _table_column(page, "device-errors") == ["pi-1"]
-    alt = re.search(r'alt="(Pass rate per device: [^"]*)"', page).group(1)
+    alt = re.search(r'alt="(Device health: [^"]*)"', page).group(1)
     assert alt == (
-        "Pass rate per device: pi-1 (rpi): no verdict, 0 infrastructure errors; "
-        "pi-2 (rpi): 100.0 % passed, 0 infrastructure errors"
+        "Device health: infrastructure trouble per device, not test verdicts: "
+        "pi-1 (rpi): 100.0 % (1 of 1 case attempts) (1 cut short, run again); pi-2 (rpi): none in 1 case attempts"
     )
 
 
@@ -173,7 +173,7 @@ def test_a_flaky_case_s_last_verdict_is_its_last_pass_or_failure_not_a_later_err
     assert _table_column(page, "flaky", 8) == ["", f"pi-3: device unreachable; {LOST}"]  # one cell, latest first
 
 
-def test_each_device_s_pass_rate_counts_its_passes_and_failures_and_a_plain_python_test_is_no_device(tmp_path):
+def test_each_device_s_attempts_count_its_verdicts_and_a_plain_python_test_is_no_device(tmp_path):
     tool = "tests/test_tools.py::test_fleet_file_parses"
     history = _nights(
         tmp_path / "h.db",
@@ -191,12 +191,14 @@ def test_each_device_s_pass_rate_counts_its_passes_and_failures_and_a_plain_pyth
     )
     stats = report.devices(history)
     assert [(s.device, s.passed, s.failed, s.pass_rate) for s in stats] == [("pi-1", 2, 2, 50.0), ("pi-2", 1, 0, 100.0)]
+    assert [(s.attempts, s.trouble, s.trouble_rate) for s in stats] == [(4, 0, 0.0), (1, 0, 0.0)]
     page = report._pass_rate_section(report._pyplot(), stats)
     assert (
-        'alt="Pass rate per device: pi-1 (rpi): 50.0 % passed, 0 infrastructure errors; '
-        'pi-2 (rpi): 100.0 % passed, 0 infrastructure errors"'
-    ) in page
-    assert page.startswith('<h2>Pass rate and infrastructure errors per device</h2><img class="chart" alt="Pass rate')
+        'alt="Device health: infrastructure trouble per device, not test verdicts: '
+        'pi-1 (rpi): none in 4 case attempts; pi-2 (rpi): none in 1 case attempts"'
+    ) in page  # pi-1's failures are its tests', not its health
+    assert page.startswith('<h2>Device health: infrastructure trouble per device</h2><p class="muted">')
+    assert "Test verdicts are not drawn" in page
     assert page.endswith('">') and page.count("<img") == 1
     assert report._device_errors_section(stats, history) == '<h2>Devices with errors</h2><p class="ok">None.</p>'
 
@@ -507,44 +509,38 @@ def test_at_most_five_runs_are_labelled_the_first_and_the_latest_among_them():
     assert report._ticks((2, 5, 9, 10, 11, 13)) == [2, 5, 9, 11, 13]
 
 
-def test_the_device_chart_colours_each_pass_rate_and_names_each_device(kept):
+def test_the_device_chart_draws_each_device_s_infrastructure_trouble_not_its_tests_verdicts(kept):
     stats = [
         report.DeviceStats("host", "host", passed=10),
         report.DeviceStats("pi-1", "rpi", passed=19, failed=1, errors=2, retried_away=1),
-        report.DeviceStats("pi-2", "rpi", passed=1, failed=1),
-        report.DeviceStats("pi-3", "rpi", passed=1, failed=9),
+        report.DeviceStats("pi-2", "rpi", passed=1, failed=99),  # drew the failing tests: healthy
+        report.DeviceStats("pi-3", "rpi", passed=199, errors=1),
         report.DeviceStats("pi-4", "rpi", errors=4),
-        report.DeviceStats("pi-5", "rpi", passed=9, failed=1),
-        report.DeviceStats("pi-6", "rpi", passed=1, failed=4),
-        report.DeviceStats("pi-7", "rpi", passed=21, failed=79),
+        report.DeviceStats("pi-5", "rpi", passed=9, cut_short=1, test_errors=5),
+        report.DeviceStats("pi-6", "rpi"),
     ]
     png, alt = report.device_chart(kept, stats)
     assert alt == (
-        "Pass rate per device: host: 100.0 % passed, 0 infrastructure errors; pi-1 (rpi): 95.0 % passed, "
-        "3 infrastructure errors; pi-2 (rpi): 50.0 % passed, 0 infrastructure errors; pi-3 (rpi): 10.0 % passed, "
-        "0 infrastructure errors; pi-4 (rpi): no verdict, 4 infrastructure errors; pi-5 (rpi): 90.0 % passed, "
-        "0 infrastructure errors; pi-6 (rpi): 20.0 % passed, 0 infrastructure errors; pi-7 (rpi): 21.0 % passed, "
-        "0 infrastructure errors"
+        "Device health: infrastructure trouble per device, not test verdicts: host: none in 10 case attempts; "
+        "pi-1 (rpi): 13.0 % (3 of 23 case attempts) (2 errors, 1 moved elsewhere); "
+        "pi-2 (rpi): none in 100 case attempts; pi-3 (rpi): 0.5 % (1 of 200 case attempts) (1 errors); "
+        "pi-4 (rpi): 100.0 % (4 of 4 case attempts) (4 errors); "
+        "pi-5 (rpi): 6.7 % (1 of 15 case attempts) (1 cut short, run again); pi-6 (rpi): no case attempts"
     )
-    assert _png_size(png) == (860, round(100 * (0.9 + 0.28 * 8)))
-    left, right = kept.figures[0].axes
+    assert _png_size(png) == (860, round(100 * (1.45 + 0.28 * 7)))
+    fig = kept.figures[0]
+    left, right = fig.axes
+    assert fig._suptitle.get_text() == "Device health: infrastructure trouble per device, not test verdicts"
+    assert left.get_title() == "infrastructure trouble, % of its case attempts"
+    assert right.get_title() == "infrastructure trouble, by kind (case attempts)"
     from matplotlib.colors import to_hex  # here: importing the tests must not import matplotlib
 
     colors = [to_hex(bar.get_facecolor()) for bar in left.patches]
-    green, amber, red = "#2e8b57", "#e0a800", "#c0392b"
-    assert colors == [green, amber, red, red, red, amber, red, red]  # from 99.95 % green, from 90 % amber
-    assert [bar.get_width() for bar in left.patches] == [100.0, 95.0, 50.0, 10.0, 0, 90.0, 20.0, 21.0]
-    labels = [(t.get_text(), t.get_color()) for t in left.texts]
-    assert labels == [
-        ("100.0 %", "white"),
-        ("95.0 %", "black"),
-        ("50.0 %", "white"),
-        ("10.0 %", "black"),
-        ("no verdict", "black"),
-        ("90.0 %", "black"),
-        ("20.0 %", "black"),
-        ("21.0 %", "white"),
-    ]  # white only on a dark bar longer than 20 %
+    green, amber, red, grey = "#2e8b57", "#e0a800", "#c0392b", "#bbbbbb"
+    assert colors == [green, red, green, amber, red, red, grey]  # none green, under 5 % amber, from 5 % red
+    assert [round(bar.get_width(), 1) for bar in left.patches] == [0, 13.0, 0, 0.5, 100.0, 6.7, 0]
+    assert [t.get_text() for t in left.texts][:2] == ["none in 10 case attempts", "13.0 % (3 of 23 case attempts)"]
+    assert max(left.get_xticks()) <= 100 and left.get_xlim()[1] > 100  # room for the labels, no tick past 100 %
     assert [t.get_text() for t in left.get_yticklabels()] == [
         "host",
         "pi-1 (rpi)",
@@ -553,19 +549,39 @@ def test_the_device_chart_colours_each_pass_rate_and_names_each_device(kept):
         "pi-4 (rpi)",
         "pi-5 (rpi)",
         "pi-6 (rpi)",
-        "pi-7 (rpi)",
     ]
     assert not any(t.get_visible() and t.get_text() for t in right.get_yticklabels())  # the names once, left
-    assert left.get_xlim() == (0.0, 100.0) and right.get_xlim() == (0.0, 4 * 1.15)
-    assert [bar.get_width() for bar in right.patches] == [0, 3, 0, 0, 4, 0, 0, 0]
-    assert (
-        left.get_title() == "pass rate (%), passed / (passed + failed)" and right.get_title() == "infrastructure errors"
-    )
-    assert all(float(t).is_integer() for t in right.get_xticks())  # whole errors only
+    kinds = [(bar.get_x(), bar.get_width()) for bar in right.patches]  # stacked: errors, moved, cut short
+    assert kinds[1] == (0, 2) and kinds[7 + 1] == (2, 1) and kinds[14 + 5] == (0, 1)
+    assert [t.get_text() for t in right.get_legend().get_texts()] == [
+        "errors",
+        "moved elsewhere",
+        "cut short, run again",
+    ]
+    assert right.get_xlim() == (0.0, 4 * 1.15)
+    assert all(float(t).is_integer() for t in right.get_xticks())  # whole attempts only
     report.device_chart(kept, [report.DeviceStats("host", "host", passed=1)])
-    _, no_errors = kept.figures[1].axes
-    assert no_errors.get_xlim() == (0.0, 1.15)
+    left, no_errors = kept.figures[1].axes
+    assert no_errors.get_xlim() == (0.0, 1.15) and left.get_xlim()[1] > 10
     assert [float(t) for t in no_errors.get_xticks() if t <= 1.15] == [0.0, 1.0]  # no half an error
+
+
+def test_an_error_of_a_test_s_own_code_is_not_the_device_s(tmp_path):
+    fixture_error = (
+        "device = <Device rpi@pi-2>\n\n    @pytest.fixture\n    def calc(device):\n"
+        ">       raise KeyError('CALC_PATH')\nE       KeyError: 'CALC_PATH'\n\nconftest.py:9: KeyError"
+    )
+    history = _nights(
+        tmp_path / "h.db",
+        [
+            _case("error", "Fixture", message=fixture_error),
+            _case("error", "Lost", message="infrastructure error, not the test's failure: pi-2: connection lost"),
+            _case("passed", "Fine"),
+        ],
+    )
+    (pi2,) = report.devices(history)
+    assert (pi2.errors, pi2.test_errors, pi2.attempts, pi2.trouble) == (1, 1, 3, 1)
+    assert pi2.last_error == "infrastructure error, not the test's failure: pi-2: connection lost"
 
 
 # -- the page as a whole -----------------------------------------------------------------------
@@ -600,7 +616,7 @@ def test_the_flaky_and_device_tables_read_in_full(tmp_path):
         "<h2>Devices with errors</h2><p>No runs.</p>"
     )
     assert report._pass_rate_section(None, []) == (
-        "<h2>Pass rate and infrastructure errors per device</h2><p>No device ran a test in these runs.</p>"
+        "<h2>Device health: infrastructure trouble per device</h2><p>No device ran a test in these runs.</p>"
     )
 
 
@@ -650,7 +666,7 @@ def test_the_page_puts_what_needs_doing_first_and_counts_its_charts(tmp_path):
         "Newly slow kernels (over 7.5 %)",
         "Flaky cases (same binary, both passed and failed; or passed only after a rerun)",
         "Devices with errors",
-        "Pass rate and infrastructure errors per device",
+        "Device health: infrastructure trouble per device",
         "Latency per kernel and board",
     ]
     assert "(--last 9)" in page and ".bad { color: #c0392b; font-weight: 600; }" in page  # failures in red

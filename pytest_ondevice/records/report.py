@@ -21,7 +21,7 @@ from operator import itemgetter
 from pathlib import Path
 
 from ..formats.benchline import MEMORY_UNIT
-from .failmessage import headline
+from .failmessage import headline, is_traceback
 from .history import Bench, Coverage, History, Result, Run
 
 DEFAULT_LAST = 30  # runs in the window the charts and tables look at
@@ -259,11 +259,29 @@ class DeviceStats:
     cut_short: int = 0  # attempts here that were cut short and run again (here or elsewhere): reruns naming it
     last_error: str = ""
     last_error_run: int = -1  # index in the window
+    test_errors: int = 0  # errors of a test's own code here (a Python traceback: a fixture's, a teardown's)
 
     @property
     def pass_rate(self) -> float | None:
+        """The tests' verdicts here: which tests the device drew, not how healthy it is."""
         ran = self.passed + self.failed
         return self.passed / ran * 100 if ran else None
+
+    @property
+    def attempts(self) -> int:
+        """Case attempts this device got: each verdict or error here, and each attempt that
+        ended in trouble here and went on elsewhere or ran again."""
+        return self.passed + self.failed + self.errors + self.test_errors + self.retried_away + self.cut_short
+
+    @property
+    def trouble(self) -> int:
+        """Attempts the device or its link spoiled: errors, binaries moved away, attempts cut short."""
+        return self.errors + self.retried_away + self.cut_short
+
+    @property
+    def trouble_rate(self) -> float | None:
+        """The device's health: its trouble, in % of the attempts it got (None: it got none)."""
+        return self.trouble / self.attempts * 100 if self.attempts else None
 
 
 _RETRIED = re.compile(r"(?:^|; )(\S+): ")
@@ -293,6 +311,8 @@ def devices(history: History) -> list[DeviceStats]:
             s.passed += 1
         elif r.outcome == "failed":
             s.failed += 1
+        elif r.outcome == "error" and is_traceback(r.message or ""):
+            s.test_errors += 1  # a fixture's or teardown's own exception: the test's code, not the device
         elif r.outcome == "error":
             s.errors += 1
             s.last_error, s.last_error_run = (r.message or "").strip(), order[r.run_id]
@@ -391,40 +411,75 @@ def _ticks(xs: tuple[int, ...], most: int = 5) -> list[int]:
     return sorted({xs[round(k * step)] for k in range(most)})
 
 
+HEALTH_TITLE = "Device health: infrastructure trouble per device, not test verdicts"
+TROUBLE = (  # (what, DeviceStats field, colour) stacked in this order
+    ("errors", "errors", "#8e44ad"),
+    ("moved elsewhere", "retried_away", "#c0392b"),
+    ("cut short, run again", "cut_short", "#e67e22"),
+)
+
+
+def _trouble_colour(rate: float | None) -> str:
+    """Green for none, amber under 5 % of the device's attempts, red from 5 %; grey: no attempts."""
+    if rate is None:
+        return "#bbbbbb"
+    return "#2e8b57" if rate == 0 else "#e0a800" if rate < 5 else "#c0392b"
+
+
 def device_chart(plt, stats: list[DeviceStats]) -> tuple[str, str]:
-    """Pass rate and infrastructure errors per device, side by side."""
+    """Each device's health from its infrastructure trouble (errors the device or its link
+    caused, binaries moved away after one, attempts cut short there): left, as a share of
+    the case attempts it got; right, counted by kind. Test verdicts are not drawn: a device's
+    pass rate says which tests it drew (the one that drew the failing tests looks ill)."""
     names = [s.device if s.device == s.board or not s.board else f"{s.device} ({s.board})" for s in stats]
-    rates = [s.pass_rate if s.pass_rate is not None else 0 for s in stats]
-    errors = [s.errors + s.retried_away for s in stats]
-    height = 0.9 + 0.28 * len(stats)
+    rates = [s.trouble_rate for s in stats]
+    height = 1.45 + 0.28 * len(stats)
     fig, (left, right) = plt.subplots(1, 2, figsize=(8.6, height), sharey=True)
-    y = range(len(stats))
-    left.barh(y, rates, color=["#2e8b57" if r >= 99.95 else "#e0a800" if r >= 90 else "#c0392b" for r in rates])
-    left.set_yticks(list(y), names, fontsize=8)
+    y = list(range(len(stats)))
+    widths = [r or 0 for r in rates]
+    left.barh(y, [max(w, 0.4) if r else w for w, r in zip(widths, rates, strict=True)], color="#c0392b")
+    for bar, rate in zip(left.patches, rates, strict=True):
+        bar.set_color(_trouble_colour(rate))
+    left.set_yticks(y, names, fontsize=8)
     left.invert_yaxis()
-    left.set_xlim(0, 100)
-    left.set_title("pass rate (%), passed / (passed + failed)", fontsize=9)
+    top = min(100.0, max(10.0, *widths) * 1.1)
+    left.set_xlim(0, top / 0.6)  # the right 40 %: room for each bar's label after it
+    left.set_xticks([t for t in left.get_xticks() if t <= top])
+    left.set_xlim(0, top / 0.6)
+    left.set_title("infrastructure trouble, % of its case attempts", fontsize=9)
     for i, s in enumerate(stats):
-        label = f"{s.pass_rate:.1f} %" if s.pass_rate is not None else "no verdict"
-        on_dark = rates[i] > 20 and (rates[i] >= 99.95 or rates[i] < 90)  # green and red bars; not amber
-        left.text(2, i, label, va="center", fontsize=7, color="white" if on_dark else "black")
-    right.barh(y, errors, color="#8e44ad")
-    right.set_title("infrastructure errors", fontsize=9)
-    right.set_xlim(0, max(1, *errors) * 1.15)
+        left.text(widths[i] + top * 0.02, i, _health_label(s), va="center", fontsize=7)
+    start = [0] * len(stats)
+    for what, field, colour in TROUBLE:
+        counts = [getattr(s, field) for s in stats]
+        right.barh(y, counts, left=start, color=colour, label=what)
+        start = [a + b for a, b in zip(start, counts, strict=True)]
+    right.set_title("infrastructure trouble, by kind (case attempts)", fontsize=9)
+    right.set_xlim(0, max(1, *start) * 1.15)
     right.xaxis.get_major_locator().set_params(integer=True)
+    right.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3, frameon=False)
     for ax in (left, right):
         ax.tick_params(axis="x", labelsize=7)
         ax.grid(True, axis="x", linewidth=0.3)
+    fig.suptitle(HEALTH_TITLE, fontsize=9.5)
     fig.tight_layout()
     png = _png(fig)
     plt.close(fig)
-    parts = [
-        f"{n}: {s.pass_rate:.1f} % passed, {e} infrastructure errors"
-        if s.pass_rate is not None
-        else f"{n}: no verdict, {e} infrastructure errors"
-        for n, s, e in zip(names, stats, errors, strict=True)
-    ]
-    return png, "Pass rate per device: " + "; ".join(parts)
+    parts = [f"{n}: {_health_label(s)}" + _kinds(s) for n, s in zip(names, stats, strict=True)]
+    return png, f"{HEALTH_TITLE}: " + "; ".join(parts)
+
+
+def _health_label(s: DeviceStats) -> str:
+    if not s.attempts:
+        return "no case attempts"
+    if not s.trouble:
+        return f"none in {s.attempts} case attempts"
+    return f"{s.trouble_rate:.1f} % ({s.trouble} of {s.attempts} case attempts)"
+
+
+def _kinds(s: DeviceStats) -> str:
+    kinds = [f"{getattr(s, field)} {what}" for what, field, _ in TROUBLE if getattr(s, field)]
+    return f" ({', '.join(kinds)})" if kinds else ""
 
 
 # -- code coverage (--ondevice-coverage) ---------------------------------------------------
@@ -754,9 +809,17 @@ def _device_errors_section(stats: list[DeviceStats], history: History, limit: in
 
 
 def _pass_rate_section(plt, stats: list[DeviceStats]) -> str:
-    out = ["<h2>Pass rate and infrastructure errors per device</h2>"]
+    """The devices' health chart (named for the pass rate it once drew)."""
+    out = ["<h2>Device health: infrastructure trouble per device</h2>"]
     if not stats:
         return out[0] + "<p>No device ran a test in these runs.</p>"
+    out.append(
+        '<p class="muted">What the device or its link did to the case attempts it got: infrastructure errors '
+        "(an error in a test's own code, a Python traceback, is not counted), binaries moved to another device "
+        "after an error there, and attempts cut short there and run again. Test verdicts are not drawn: a "
+        "device's pass rate says which tests it drew, not how healthy it is (the new failures and flaky cases "
+        "above are the tests').</p>"
+    )
     png, alt = device_chart(plt, stats)
     out.append(f'<img class="chart" alt="{_e(alt)}" title="{_e(alt)}" src="data:image/png;base64,{png}">')
     return "".join(out)
