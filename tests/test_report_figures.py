@@ -5,10 +5,14 @@ and read back as the report reads them."""
 
 from __future__ import annotations
 
+import itertools
 import re
 
+import pytest
+from test_report_edges import Kept
+
 from pytest_ondevice.records import report
-from pytest_ondevice.records.history import Bench, Result, Run, append_run, connect, load
+from pytest_ondevice.records.history import Bench, Coverage, Result, Run, append_run, connect, load
 
 CASE = "dot_test.c::DotS8Small[rpi]"
 
@@ -110,3 +114,81 @@ def test_a_history_of_plain_builds_only_says_nothing_of_instrumented_figures(tmp
     assert [s.name for s in report.slow_kernels(report.series(history), history, 5.0)] == ["gemm"]
     page = report.render(history)
     assert "left-out" not in page and "instrumented" not in page
+
+
+# -- the charts' labels, as drawn (issue 50, item 12: the last x label was cut off) ----------
+
+
+@pytest.fixture
+def kept():
+    plt = Kept()
+    yield plt
+    for fig in plt.figures:
+        plt.plt.close(fig)
+
+
+def _drawn_labels(fig) -> list:
+    """The window boxes of the figure's visible x tick labels, each axis's left to right,
+    once drawn as the PNG is."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    boxes = []
+    for ax in fig.axes:
+        low, high = sorted(ax.get_xlim())
+        ticks = zip(ax.get_xticks(), ax.get_xticklabels(), strict=True)
+        shown = [t for x, t in ticks if low <= x <= high and t.get_visible() and t.get_text()]  # as drawn
+        boxes.append(sorted((t.get_window_extent(renderer) for t in shown), key=lambda b: b.x0))
+    return boxes
+
+
+def _assert_whole_and_apart(fig) -> None:
+    width, height = fig.canvas.get_width_height()
+    for boxes in _drawn_labels(fig):
+        assert boxes
+        for b in boxes:
+            assert b.x0 >= 0 and b.x1 <= width and b.y0 >= 0 and b.y1 <= height, (b, width, height)
+        for a, b in itertools.pairwise(boxes):
+            assert a.x1 < b.x0, (a, b)  # no two labels touch
+
+
+def _runs(starts: list[str]) -> list[Run]:
+    return [Run(started=s, finished=s, git_rev=f"{i:x}" * 40) for i, s in enumerate(starts)]
+
+
+def test_every_run_label_of_a_trend_chart_shows_whole_within_the_panel(kept):
+    nights = _runs([f"2026-11-{d:02d}T02:00:00+00:00" for d in range(1, 15)])
+    series = report.Series("rpi", "gemm_f32_naive_16", "ns", False, [(i, 33000.0 + i % 3 * 200) for i in range(14)])
+    report.trend_chart(kept, series, nights, 5.0)
+    _assert_whole_and_apart(kept.figures[-1])
+    (ax,) = kept.figures[-1].axes
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert labels[0] == "11-01\n0000000" and labels[-1] == "11-14\nddddddd"  # the first and the latest
+
+    # runs three a day over three days: "11-02 06:10" labels, wider than a day's
+    busy = _runs([f"2026-11-{1 + i // 3:02d}T{(i % 3) * 6:02d}:10:00+00:00" for i in range(7)])
+    report.trend_chart(kept, report.Series("rpi", "gemm", "ns", False, [(i, 100.0 + i) for i in range(7)]), busy, 5.0)
+    _assert_whole_and_apart(kept.figures[-1])
+    (ax,) = kept.figures[-1].axes
+    assert [t.get_text().split("\n")[0] for t in ax.get_xticklabels()][-1] == "11-03 00:10"  # the latest kept
+
+    report.trend_chart(kept, report.Series("rpi", "one", "ns", False, [(0, 5.0)]), busy[:1], 5.0)
+    _assert_whole_and_apart(kept.figures[-1])
+
+
+def test_every_run_label_of_the_coverage_chart_shows_whole(kept, tmp_path):
+    db = connect(tmp_path / "c.db")
+    for day in range(1, 15):
+        figures = [Coverage(b, None, line_covered=700 + day, line_total=1000) for b in ("rpi", None)]
+        append_run(db, _night(day), [Result("a.c::A[rpi]", "A", "passed", board="rpi")], [], figures)
+    db.close()
+    history = load(tmp_path / "c.db")
+    report.coverage_chart(kept, history, report.coverage_by_run(history))
+    _assert_whole_and_apart(kept.figures[-1])
+    (ax,) = kept.figures[-1].axes
+    assert ax.get_xticklabels()[-1].get_text() == "#14 11-14 02:00"
+
+
+def test_the_device_chart_s_labels_show_whole(kept):
+    stats = [report.DeviceStats(f"pi-{i}", "rpi", passed=10 * i, errors=i % 3) for i in range(1, 9)]
+    report.device_chart(kept, stats)
+    _assert_whole_and_apart(kept.figures[-1])

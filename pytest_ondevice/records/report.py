@@ -378,13 +378,11 @@ def trend_chart(plt, s: Series, runs: list[Run], threshold: float) -> tuple[str,
     title = f"{s.name} · {s.board} · {s.unit}"
     wrap = len(title) > 46  # wider than the panel: the unit goes on a second line
     ax.set_title(f"{s.name} · {s.board}\n{s.unit}" if wrap else title, fontsize=8.5)
-    ticks = _ticks(xs)
-    ax.set_xticks(ticks, run_labels(runs, ticks), fontsize=6)
     ax.yaxis.set_major_formatter(EngFormatter(sep=""))  # 130k, not 130000
     ax.tick_params(axis="y", labelsize=7)
     ax.grid(True, axis="y", linewidth=0.3)
-    # fixed margins: tight_layout would cost a third of the drawing time
-    fig.subplots_adjust(left=0.14, right=0.97, top=0.80 if wrap else 0.87, bottom=0.14)
+    fig.subplots_adjust(left=0.14, right=0.97, top=0.80 if wrap else 0.87)
+    _run_axis(fig, ax, xs, lambda ticks: run_labels(runs, ticks), 6)
     png = _png(fig)
     plt.close(fig)
     return png, alt
@@ -401,6 +399,61 @@ def run_labels(runs: list[Run], ticks: list[int]) -> list[str]:
         when = f"{day} {runs[i].started[11:16]}" if same_day and len(set(days)) > 1 else when
         labels.append(f"{when}\n{(runs[i].git_rev or '')[:7]}".rstrip())
     return labels
+
+
+def _run_axis(fig, ax, xs, labels_of, fontsize: float, gap: float = 6.0) -> list[int]:
+    """The runs on ax's x axis labelled so that every label shows whole, within the figure
+    and apart from its neighbours: the runs `_ticks` picks, labelled by labels_of(ticks);
+    the x limits widened so the first and the latest labels fit inside the figure; a middle
+    label that would touch a neighbour left out (never the first or the latest); the bottom
+    margin as tall as the labels. Measured with the renderer's font metrics, nothing drawn
+    (tight_layout would cost a third of a chart's drawing time). The labelled runs."""
+    ticks = _ticks(tuple(xs))
+    labels = labels_of(ticks)
+    sizes = [_text_size(fig, label, fontsize) for label in labels]
+    width, height = fig.get_size_inches() * fig.dpi
+    box = ax.get_position()
+    left, right = box.x0 * width, box.x1 * width
+    lo, hi = min(xs), max(xs)
+    span = hi - lo
+    if span == 0:
+        ax.set_xlim(lo - 1, hi + 1)
+    else:  # the outer labels' halves past the axes must stay in the figure (2 px to spare)
+        need = max(sizes[0][0] / 2 + 2 - left, sizes[-1][0] / 2 + 2 - (width - right), 0)
+        room = right - left
+        margin = max(0.05, need / (room - 2 * need) if room > 2 * need else 0.5)
+        ax.set_xlim(lo - margin * span, hi + margin * span)
+    x0, x1 = ax.get_xlim()
+
+    def at(x: float) -> float:
+        return left + (x - x0) / (x1 - x0) * (right - left)
+
+    def apart(a: int, b: int) -> bool:  # label a ends left of label b's start, gap pixels between
+        return at(ticks[a]) + sizes[a][0] / 2 + gap <= at(ticks[b]) - sizes[b][0] / 2
+
+    end = len(ticks) - 1
+    kept = [0]
+    for k in range(1, end):
+        if apart(kept[-1], k) and apart(k, end):
+            kept.append(k)
+    if end > 0:
+        kept.append(end)  # the first and the latest are far apart: the axis's two ends
+    ax.set_xticks([ticks[k] for k in kept], [labels[k] for k in kept], fontsize=fontsize)
+    tall = max(h for _, h in sizes) + 7 * fig.dpi / 72 + 4  # the labels, the tick and its pad (3.5 pt each)
+    fig.subplots_adjust(bottom=max(tall / height, 0.02))
+    return [ticks[k] for k in kept]
+
+
+def _text_size(fig, text: str, fontsize: float) -> tuple[float, float]:
+    """Width and height in pixels of a (multi-line) label as the figure's renderer sets it."""
+    from matplotlib.font_manager import FontProperties
+
+    renderer = fig.canvas.get_renderer()
+    prop = FontProperties(size=fontsize)
+    lines = text.split("\n")
+    widths = [renderer.get_text_width_height_descent(line or " ", prop, ismath=False)[0] for line in lines]
+    _, h, d = renderer.get_text_width_height_descent("lp", prop, ismath=False)
+    return max(widths), (h + d) * 1.2 * len(lines)
 
 
 def _ticks(xs: tuple[int, ...], most: int = 5) -> list[int]:
@@ -532,15 +585,16 @@ def coverage_chart(plt, history: History, by_board: dict[str | None, list[tuple[
         ax.plot(xs, ys, marker="o", markersize=3, linewidth=1.6 if board is None else 1.0, label=name)
         alt.append(f"{name}: {ys[-1]:.1f} % of lines in the latest run")
     xs_all = tuple(sorted({i for points in by_board.values() for i, _ in points}))
-    ticks = _ticks(xs_all)
-    ax.set_xticks(
-        ticks, [f"#{history.runs[i].id} {history.runs[i].started[5:16].replace('T', ' ')}" for i in ticks], fontsize=7
-    )
     ax.set_ylabel("% of lines", fontsize=8)
     ax.tick_params(axis="y", labelsize=7)
     ax.grid(True, axis="y", linewidth=0.3)
     ax.legend(fontsize=7, loc="lower left")
-    fig.subplots_adjust(left=0.08, right=0.98, top=0.95, bottom=0.16)
+    fig.subplots_adjust(left=0.08, right=0.98, top=0.95)
+
+    def labels(ticks: list[int]) -> list[str]:
+        return [f"#{history.runs[i].id} {history.runs[i].started[5:16].replace('T', ' ')}" for i in ticks]
+
+    _run_axis(fig, ax, xs_all, labels, 7)
     png = _png(fig)
     plt.close(fig)
     return png, "Line coverage per board: " + "; ".join(alt)
