@@ -511,7 +511,7 @@ def suspects(history_path: Path, threshold: float) -> tuple[int, list[Suspect]]:
         if previous is None:
             continue
         old = benches.get((previous.id, b.nodeid, b.name))
-        if old is None or not old.median:
+        if old is None or not old.median or old.variant != b.variant:  # an instrumented build's: not latency
             continue
         change = 100.0 * (b.median - old.median) / old.median
         if change > threshold or (b.deterministic and old.deterministic and change > 0):  # exact: any rise

@@ -311,11 +311,12 @@ class OnDeviceItem(DeviceVerdictItem):
         assert result.verdicts is not None
         baseline = self.config.stash.get(BASELINE_KEY, None)
         regressions = []
+        session = _session(self)
+        coverage = session.builder.covered(self.spec.board)  # a gcov build's figures are not latency
         for record in result.verdicts.benches.get(self.case, []):
             try:
-                measured = measure(
-                    record, self.spec.board, _session(self).devices.clock_for(self.spec.board, result.device)
-                )
+                clock = session.devices.clock_for(self.spec.board, result.device)
+                measured = measure(record, self.spec.board, clock, coverage)
             except BenchRecordError as e:
                 raise CaseFailed(str(e)) from None
             data = measured.as_dict()

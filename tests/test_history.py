@@ -11,7 +11,7 @@ import sys
 import pytest
 from conftest import QUIET
 
-from pytest_ondevice.records.history import Result, Run, append_run, case_name, connect, git_state, load
+from pytest_ondevice.records.history import Bench, Result, Run, append_run, case_name, connect, git_state, load
 
 MIXED = """
     #include <stdint.h>
@@ -25,7 +25,10 @@ MIXED = """
     }
     TF_LITE_MICRO_TEST(NeedsFpu) { TF_LITE_MICRO_SKIP("no FPU on this board"); }
     TF_LITE_MICRO_TEST(SumsFast) {
-      ONDEVICE_BENCH("sum_100", 100, 5) { for (int i = 0; i < 100; i++) acc += i; }
+      ONDEVICE_BENCH("sum_100", 100, 5) {  /* runs as often as the clock needs: the same result each time */
+        acc = 0;
+        for (int i = 0; i < 100; i++) acc += i;
+      }
       TF_LITE_MICRO_EXPECT(acc > 0);
     }
     TF_LITE_MICRO_TESTS_END
@@ -278,8 +281,85 @@ def test_a_version_1_history_is_read_as_it_is_and_migrated_by_the_next_run_that_
     project.write("conftest.py", RERUN_CONFTEST)
     result = project.run("--history=old.db")
     result.stdout.fnmatch_lines(["ondevice history: run 2 appended to *old.db"])
-    assert _rows(path, "SELECT schema_version FROM meta") == [(2,)]
+    assert _rows(path, "SELECT schema_version FROM meta") == [(3,)]
     history = load(path)
     assert [r.id for r in history.runs] == [1, 2] and len(history.results) == 5
     by_run = {(r.run_id, r.case_name): r for r in history.results}
     assert by_run[(1, "A")].reruns == [] and by_run[(2, "AddsUp")].reruns[-1] == "pi-2: device unreachable"
+
+
+V2_SCHEMA = (
+    V1_SCHEMA.replace("INSERT INTO meta VALUES (1);", "INSERT INTO meta VALUES (2);")
+    + """
+ALTER TABLE results ADD COLUMN reruns TEXT;
+ALTER TABLE results ADD COLUMN flaky TEXT;
+INSERT INTO benches VALUES (1, 'a_test.c::A[host]', 'A', 'host', 'host', 'ab', 'k', 'ns', 110.0, 100.0, 130.0,
+    0.11, 0, '{"name": "k"}');
+"""
+)
+
+
+def test_a_version_2_history_reads_its_benches_as_plain_and_keeps_them_plain_when_migrated(tmp_path):
+    """Schema 3 added each bench record's build (variant): an older file's records were taken
+    as latency, and read as plain, before and after the next run migrates the file."""
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as db:
+        db.executescript(V2_SCHEMA)
+    (old,) = load(path).benches  # read-only: nothing written
+    assert (old.name, old.median, old.variant, old.record) == ("k", 110.0, "plain", {"name": "k"})
+    assert _rows(path, "SELECT schema_version FROM meta") == [(2,)]
+    db = connect(path)
+    gcov = Bench("a_test.c::A[host]", "A", "k", "ns", 150.0, 140.0, 160.0, run_id=None, variant="gcov")
+    append_run(db, Run(started="2026-11-02T02:00:00+00:00", finished="2026-11-02T02:10:00+00:00"), [], [gcov])
+    db.close()
+    assert _rows(path, "SELECT schema_version FROM meta") == [(3,)]
+    assert _rows(path, "SELECT run_id, variant FROM benches ORDER BY run_id") == [(1, "plain"), (2, "gcov")]
+    assert [(b.run_id, b.variant) for b in load(path, records=False).benches] == [(1, "plain"), (2, "gcov")]
+
+
+COVERED_KERNEL = """
+    #include <stdint.h>
+    __attribute__((noinline)) static int32_t dot(const int8_t *a, const int8_t *b, int n) {
+      int32_t acc = 0;
+      for (int k = 0; k < n; k++) acc += a[k] * b[k];
+      return acc;
+    }
+    int32_t sum_dots(const int8_t *a, const int8_t *b, int n) {
+      int32_t total = 0;
+      for (int i = 0; i < n; i++) total += dot(a + i, b, n);
+      return total;
+    }
+"""
+COVERED_TEST = """
+    #include <stdint.h>
+    #include "micro_test.h"
+    int32_t sum_dots(const int8_t *a, const int8_t *b, int n);
+    static int8_t a[64], b[32];
+    static volatile int32_t out;
+    TF_LITE_MICRO_TESTS_BEGIN
+    TF_LITE_MICRO_TEST(Dots) {
+      ONDEVICE_BENCH("sum_dots", 32 * 32, 5) { out = sum_dots(a, b, 32); }
+      TF_LITE_MICRO_EXPECT_EQ(out, 0);
+    }
+    TF_LITE_MICRO_TESTS_END
+"""
+
+
+@pytest.mark.slow
+def test_a_coverage_runs_benches_are_stored_as_the_gcov_build_and_a_plain_runs_as_plain(project):
+    """Issue 50, 3: a coverage night's figures (the instrumented build's) were stored as latency."""
+    project.write("dots.c", COVERED_KERNEL)
+    project.write("dots_test.c", COVERED_TEST)
+    project.write("ondevice.toml", 'sources = ["dots.c"]\n')
+    project.run("--history=h.db", board="bluepill-qemu").assert_outcomes(passed=1)
+    project.run("--history=h.db", "--ondevice-coverage", board="bluepill-qemu").assert_outcomes(passed=1)
+    rows = _rows(project.path / "h.db", "SELECT run_id, name, variant, median FROM benches ORDER BY run_id, name")
+    assert [(r[0], r[1], r[2]) for r in rows] == [
+        (1, "stack:Dots", "plain"),
+        (1, "sum_dots", "plain"),
+        (2, "stack:Dots", "gcov"),
+        (2, "sum_dots", "gcov"),
+    ]
+    assert rows[3][3] > rows[1][3]  # the instrumentation counted: kept apart from the plain figure
+    latency = [b for b in load(project.path / "h.db").benches if b.name == "sum_dots"]
+    assert [(b.variant, b.record["variant"]) for b in latency] == [("plain", "plain"), ("gcov", "gcov")]

@@ -144,7 +144,7 @@ def test_a_damaged_value_is_named_shortened_and_replaced(tmp_path):
     assert (history.runs[0].args, history.results[0].reruns, history.benches[0].record) == ([], [], None)
 
 
-@pytest.mark.parametrize(("version", "says"), [(0, "0"), (3, "3"), ("'2'", "2")])
+@pytest.mark.parametrize(("version", "says"), [(0, "0"), (4, "4"), ("'2'", "2")])
 def test_a_history_of_a_schema_version_we_cannot_read_is_refused_naming_it(tmp_path, version, says):
     path = tmp_path / "h.db"
     with sqlite3.connect(path) as raw:
@@ -153,7 +153,7 @@ def test_a_history_of_a_schema_version_we_cannot_read_is_refused_naming_it(tmp_p
         with pytest.raises(HistoryError) as e:
             use(path)
         assert str(e.value) == (
-            f"{path}: history schema version {says}, this pytest-ondevice reads version 2 (written by another "
+            f"{path}: history schema version {says}, this pytest-ondevice reads version 3 (written by another "
             "version: use a new file, or that version)"
         )
 
@@ -175,11 +175,11 @@ def test_a_version_1_history_is_migrated_once_and_then_holds_reruns(tmp_path):
     path = tmp_path / "old.db"
     with sqlite3.connect(path) as raw:
         raw.executescript(V1_SCHEMA)
-    for _ in range(2):  # the second connect finds version 2: nothing to add again
+    for _ in range(2):  # the second connect finds version 3: nothing to add again
         db = connect(path)
         append_run(db, _run(2), [Result("t::A", "A", "passed", reruns=[LOST], flaky="lucky")], [])
         db.close()
-    assert _rows(path, "SELECT schema_version FROM meta") == [(2,)]
+    assert _rows(path, "SELECT schema_version FROM meta") == [(3,)]
     history = load(path)
     assert [(r.reruns, r.flaky) for r in history.results] == [([], None), ([LOST], "lucky"), ([LOST], "lucky")]
 

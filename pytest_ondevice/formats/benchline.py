@@ -1,6 +1,8 @@
 """The line a benchmark prints, `#ondevice bench name=... unit=... repeats=N min=A
-median=B max=C [work=W work_unit=U overhead=O]`, read into a record or refused: its meaning
-in time or instructions is the records' (records/bench.py), which know the board's clock."""
+median=B max=C [work=W work_unit=U overhead=O batch=K q3=Q variant=V]`, read into a record or
+refused: its meaning in time or instructions is the records' (records/bench.py), which know
+the board's clock. batch: runs of the body per sample (a wall clock's samples are batches);
+variant: the instrumentation the binary was built with, as the device knows it (a sanitizer)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import re
 from dataclasses import dataclass
 
 REQUIRED = ("name", "unit", "repeats", "min", "median", "max")
-NUMBERS = ("repeats", "min", "median", "max", "work", "overhead")
+NUMBERS = ("repeats", "min", "median", "max", "work", "overhead", "batch", "q3")
 SOURCES = ("systick", "dwt", "mcycle", "ns")  # mcycle: RISC-V's cycle CSR
 _PAIR = re.compile(r"(\w+)=(\S+)")
 
@@ -29,10 +31,13 @@ class BenchRecord:
     work_unit: str = ""
     overhead: int = 0
     lower_bound: bool = False  # the figure is at least this (a stack deeper than the painted region)
+    batch: int = 1  # runs of the body per sample: min, median and max are of whole batches
+    q3: int | None = None  # the samples' upper quartile (None: not printed, as by older binaries)
+    variant: str = ""  # what instrumented the build, as the device says ("": nothing it knows of)
 
 
 def parse_record(body: str) -> BenchRecord:
-    """`name=... unit=... repeats=N min=A median=B max=C [work=W work_unit=U overhead=O]`."""
+    """`name=... unit=... repeats=N min=A median=B max=C [work=W work_unit=U overhead=O batch=K q3=Q variant=V]`."""
     fields = dict(_PAIR.findall(body))
     missing = [k for k in REQUIRED if k not in fields]
     if missing:
@@ -47,7 +52,17 @@ def parse_record(body: str) -> BenchRecord:
         raise BenchRecordError(f"bench record with unknown unit {fields['unit']!r}: {body[:200]!r}")
     if not values["min"] <= values["median"] <= values["max"]:
         raise BenchRecordError(f"bench record with min <= median <= max broken: {body[:200]!r}")
-    return BenchRecord(name=fields["name"], unit=fields["unit"], work_unit=fields.get("work_unit", ""), **values)
+    if "q3" in values and not values["min"] <= values["q3"] <= values["max"]:
+        raise BenchRecordError(f"bench record with min <= q3 <= max broken: {body[:200]!r}")
+    if values.get("batch", 1) < 1:
+        raise BenchRecordError(f"bench record with batch=0, no run of the body: {body[:200]!r}")
+    return BenchRecord(
+        name=fields["name"],
+        unit=fields["unit"],
+        work_unit=fields.get("work_unit", ""),
+        variant=fields.get("variant", ""),
+        **values,
+    )
 
 
 STACK_PREFIX = "stack:"

@@ -1061,11 +1061,21 @@ static inline OD_UNUSED void od_v2_failure(const char *file, int line, const cha
  *   ONDEVICE_BENCH("gemm_int8", 32 * 32 * 32, 20) { gemm_s8(a, b, c, 32, 32, 32); }
  * runs the body `repeats` times, reads the board's cycle source around each run and prints
  *   #ondevice bench name=gemm_int8 unit=systick repeats=20 min=.. median=.. max=.. work=32768
- *   work_unit=MAC overhead=..
+ *   work_unit=MAC overhead=.. batch=1 q3=..
  * The runtime supplies the source (boards/runtime/...: SysTick or DWT on Cortex-M,
  * CLOCK_MONOTONIC on Linux); the host turns its unit into cycles, instructions or ns from
  * the board file, never from a runtime clock rate. `overhead` is the cost of the
- * measurement itself (an empty body), already subtracted from every sample. */
+ * measurement itself (an empty body), already subtracted from every sample; q3 is the
+ * upper quartile of the samples (how far above its best a run strays: the host's noise model).
+ *
+ * On a wall clock (unit ns: Linux, the host) one run of a small kernel is shorter than the
+ * clock's noise, and a handful of runs all fall in the same moment of the machine: each
+ * sample is a batch of `batch` runs of the body lasting at least ONDEVICE_BENCH_MIN_SAMPLE_NS
+ * (found by doubling the batch, which also warms the core up), and at least
+ * ONDEVICE_BENCH_MIN_REPEATS_WALL samples are taken, as Google Benchmark and pytest-benchmark
+ * do. min, median and max are then of whole batches; the host divides them by `batch`.
+ * A counter of instructions or cycles (bare metal) is measured one run per sample,
+ * `repeats` samples, exactly as written: between its two reads, only the body. */
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -1083,12 +1093,49 @@ extern const char ondevice_cycles_unit[]; /* "systick", "dwt", "mcycle" or "ns" 
 #ifndef ONDEVICE_BENCH_WORK_UNIT
 #define ONDEVICE_BENCH_WORK_UNIT "MAC"
 #endif
+#ifndef ONDEVICE_BENCH_MIN_SAMPLE_NS /* a wall-clock sample lasts at least this (ns) */
+#define ONDEVICE_BENCH_MIN_SAMPLE_NS 500000
+#endif
+#ifndef ONDEVICE_BENCH_MIN_REPEATS_WALL /* samples at least, on a wall clock: enough to see the spread */
+#define ONDEVICE_BENCH_MIN_REPEATS_WALL 64
+#endif
+#define OD_BENCH_MAX_BATCH 0x40000000u
+#if defined(__linux__) || defined(__APPLE__) || defined(__unix__)
+#define OD_BENCH_WALL 1 /* a hosted runtime's source is CLOCK_MONOTONIC: a wall clock, in ns */
+#endif
+
+/* A build that instruments the code under test (a sanitizer) measures that instrumentation
+ * too: its records say so (variant=...), and the host never compares them with a plain
+ * build's. --ondevice-coverage (gcov) is known to the host, which built it. */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(hwaddress_sanitizer)
+#define OD_BENCH_ASAN 1
+#endif
+#if __has_feature(thread_sanitizer)
+#define OD_BENCH_TSAN 1
+#endif
+#if __has_feature(memory_sanitizer)
+#define OD_BENCH_MSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_HWADDRESS__) || defined(OD_BENCH_ASAN)
+#define OD_BENCH_VARIANT " variant=asan"
+#elif defined(__SANITIZE_THREAD__) || defined(OD_BENCH_TSAN)
+#define OD_BENCH_VARIANT " variant=tsan"
+#elif defined(OD_BENCH_MSAN)
+#define OD_BENCH_VARIANT " variant=msan"
+#else
+#define OD_BENCH_VARIANT ""
+#endif
 
 typedef struct {
   const char *name;
   unsigned long long work;
   int repeats;
   int i;
+  uint32_t batch;   /* runs of the body per sample */
+  uint32_t left;    /* runs of the body still to come in this sample (or this trial batch) */
+  int growing;      /* 1: trial batches, doubled until one lasts ONDEVICE_BENCH_MIN_SAMPLE_NS */
   uint64_t start;
   uint64_t overhead;
   uint64_t samples[ONDEVICE_BENCH_MAX_REPEATS];
@@ -1120,6 +1167,27 @@ static inline OD_UNUSED int od_bench_step(od_bench_t *b) {
   return 1;
 }
 
+#ifdef OD_BENCH_WALL
+/* A trial batch has ended (or none has begun): 1 to run the next one, 0 once the batch is
+ * long enough to measure. The first trial runs the body once. */
+static inline OD_UNUSED int od_bench_grow(od_bench_t *b) {
+  uint64_t took;
+  OD_BARRIER();
+  took = (ondevice_cycles() - b->start) & ondevice_cycles_mask;
+  if (b->left == 1) { /* a trial just ended */
+    if (took >= ONDEVICE_BENCH_MIN_SAMPLE_NS || b->batch >= OD_BENCH_MAX_BATCH) {
+      b->growing = 0;
+      return 0;
+    }
+    b->batch *= 2;
+  }
+  b->left = b->batch;
+  b->start = ondevice_cycles();
+  OD_BARRIER();
+  return 1;
+}
+#endif
+
 static inline OD_UNUSED od_bench_t od_bench_begin(const char *name, unsigned long long work, int repeats) {
   od_bench_t b;
   int k;
@@ -1135,15 +1203,22 @@ static inline OD_UNUSED od_bench_t od_bench_begin(const char *name, unsigned lon
     if (b.samples[k] < b.overhead) b.overhead = b.samples[k];
   b.name = name;
   b.work = work;
+  b.batch = 1;
+  b.left = 0;
+#ifdef OD_BENCH_WALL
+  b.growing = ONDEVICE_BENCH_MIN_SAMPLE_NS > 0; /* 0: one run of the body per sample, as on a counter */
+  if (repeats < ONDEVICE_BENCH_MIN_REPEATS_WALL) repeats = ONDEVICE_BENCH_MIN_REPEATS_WALL;
+#else
+  b.growing = 0;
+#endif
   b.repeats = repeats < 1 ? 1 : repeats > ONDEVICE_BENCH_MAX_REPEATS ? ONDEVICE_BENCH_MAX_REPEATS : repeats;
   b.i = -1;
   return b;
 }
 
-static inline OD_UNUSED int od_bench_next(od_bench_t *b) {
+static inline OD_UNUSED void od_bench_report(od_bench_t *b) {
   int i, j;
   uint64_t v;
-  if (od_bench_step(b)) return 1;
   for (i = 0; i < b->repeats; ++i) b->samples[i] = b->samples[i] > b->overhead ? b->samples[i] - b->overhead : 0;
   for (i = 1; i < b->repeats; ++i) { /* insertion sort: no heap, few samples */
     v = b->samples[i];
@@ -1151,10 +1226,29 @@ static inline OD_UNUSED int od_bench_next(od_bench_t *b) {
     b->samples[j] = v;
   }
   MicroPrintf("#ondevice bench name=%s unit=%s repeats=%d min=%llu median=%llu max=%llu work=%llu "
-              "work_unit=%s overhead=%llu",
+              "work_unit=%s overhead=%llu batch=%lu q3=%llu%s",
               b->name, ondevice_cycles_unit, b->repeats, (unsigned long long)b->samples[0],
               (unsigned long long)b->samples[b->repeats / 2], (unsigned long long)b->samples[b->repeats - 1],
-              b->work, ONDEVICE_BENCH_WORK_UNIT, (unsigned long long)b->overhead);
+              b->work, ONDEVICE_BENCH_WORK_UNIT, (unsigned long long)b->overhead, (unsigned long)b->batch,
+              (unsigned long long)b->samples[3 * (b->repeats - 1) / 4], OD_BENCH_VARIANT);
+}
+
+/* Before each run of the body: 1 to run it (again), 0 when the bench is done and printed. */
+static inline OD_UNUSED int od_bench_next(od_bench_t *b) {
+#ifdef OD_BENCH_WALL
+  if (b->left > 1) {
+    --b->left;
+    return 1;
+  }
+  if (b->growing && od_bench_grow(b)) return 1;
+  if (od_bench_step(b)) {
+    b->left = b->batch;
+    return 1;
+  }
+#else /* a counter: between the two reads, the body alone, as the empty-body calibration measured */
+  if (od_bench_step(b)) return 1;
+#endif
+  od_bench_report(b);
   return 0;
 }
 

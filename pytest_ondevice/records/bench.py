@@ -5,6 +5,11 @@ comes from the board and the clock its transport declares (transports.contract.C
 never from the device: on a virtual clock with a known time per instruction, SysTick
 (or RISC-V cycle CSR) ticks become instructions (ticks x 1e9 / (clock_hz x ns per instruction)); otherwise
 SysTick or DWT count CPU cycles at `clock_hz`. Figures on a virtual clock repeat exactly.
+
+Every record names the build it was measured on (its variant): "plain", or what
+instrumented the code ("gcov" for --ondevice-coverage, a sanitizer the device names). An
+instrumented build's figures include the instrumentation: they are not latency, and are
+compared only with a baseline of the same variant (docs/bench.md).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import json
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
-from ..formats.benchline import MEMORY_UNIT, BenchRecord, BenchRecordError
+from ..formats.benchline import MEMORY_UNIT, RSS_NAME, BenchRecord, BenchRecordError
 
 if TYPE_CHECKING:
     from ..config.board import Board
@@ -21,6 +26,9 @@ if TYPE_CHECKING:
 
 
 MEMORY_FIELDS = ("name", "board", "unit", "median", "min", "max", "repeats", "deterministic")
+PLAIN = "plain"  # the variant of a build nothing instrumented: its figures are latency
+GCOV = "gcov"  # --ondevice-coverage's
+NOISE_K = 3.0  # a noisy clock's verdict limit: at least this many times the two runs' spreads together
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,9 @@ class Measured:
     us: float | None  # the median in microseconds, when the unit allows it
     deterministic: bool  # on a virtual clock: equal figures every run
     raw: BenchRecord
+    variant: str = PLAIN  # the build: "plain", or what instrumented it ("gcov", "asan", "gcov+asan")
+    batch: int = 1  # runs of the body per sample; the figures are per run
+    dispersion: float = 0.0  # q3 - min: how far above its best a quarter of the samples strayed (noise model)
 
     def as_dict(self) -> dict:
         """The figures, the raw record nested as a dict too: what asdict() gives, without its
@@ -51,6 +62,8 @@ class Measured:
             data = {f: getattr(self, f) for f in MEMORY_FIELDS}
             if self.raw.lower_bound:
                 data["lower_bound"] = True
+            if self.variant != PLAIN:  # absent: plain (one more field on every case's record otherwise)
+                data["variant"] = self.variant
             return data
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["raw"] = {f.name: getattr(self.raw, f.name) for f in fields(self.raw)}
@@ -63,10 +76,19 @@ def as_property(data: dict) -> str:
     return json.dumps(data, separators=(",", ":"))
 
 
-def measure(record: BenchRecord, board: Board, clock: Clock) -> Measured:
-    """clock: what the figures counted where they ran (the board's, or its emulator's)."""
+def variant_of(record: BenchRecord, coverage: bool = False) -> str:
+    """The build a record was measured on: "plain", or what instrumented it, joined by "+"
+    (coverage: the session built the board's code for gcov; the device names a sanitizer)."""
+    parts = ([GCOV] if coverage else []) + ([record.variant] if record.variant else [])
+    return "+".join(parts) or PLAIN
+
+
+def measure(record: BenchRecord, board: Board, clock: Clock, coverage: bool = False) -> Measured:
+    """clock: what the figures counted where they ran (the board's, or its emulator's);
+    coverage: whether this session instrumented the board's code for gcov."""
     scale, unit, us_per_unit = 1.0, "cycles", None
     hz = board.clock_hz
+    variant = variant_of(record, coverage)
     if record.unit == MEMORY_UNIT:  # a stack high-water: the same figure on every run of the binary
         return Measured(
             name=record.name,
@@ -81,6 +103,7 @@ def measure(record: BenchRecord, board: Board, clock: Clock) -> Measured:
             us=None,
             deterministic=True,
             raw=record,
+            variant=variant,
         )
     if record.max == 0 and record.work:
         raise BenchRecordError(
@@ -96,7 +119,9 @@ def measure(record: BenchRecord, board: Board, clock: Clock) -> Measured:
         scale, unit = 1e9 / (hz * clock.instruction_ns), "instructions"
     elif hz:
         us_per_unit = 1e6 / hz
+    scale /= record.batch  # a sample was a batch of runs: the figures are per run
     values = [round(v * scale, 1) for v in (record.median, record.min, record.max)]
+    upper = record.q3 if record.q3 is not None else record.max  # an older binary's: its whole range
     return Measured(
         name=record.name,
         board=board.name,
@@ -110,12 +135,18 @@ def measure(record: BenchRecord, board: Board, clock: Clock) -> Measured:
         us=values[0] * us_per_unit if us_per_unit else None,
         deterministic=clock.deterministic,
         raw=record,
+        variant=variant,
+        batch=record.batch,
+        dispersion=round((upper - record.min) * scale, 1),
     )
 
 
 def table(rows: list[dict]) -> list[str]:
-    """The end-of-run table, one line per bench and board (rows: Measured.as_dict())."""
-    header = ("kernel", "board", "median", "min-max", "unit", "work/unit", "µs", "vs baseline")
+    """The end-of-run table, one line per bench and board (rows: Measured.as_dict()); a
+    "build" column when a row is of an instrumented build, and a note under the table."""
+    builds = any(variant(m) != PLAIN for m in rows)
+    header = ("kernel", "board", *(("build",) if builds else ()), "median", "min-max", "unit", "work/unit", "µs")
+    header += ("vs baseline",)
     body = []
     for m in rows:
         throughput = m["work"] / m["median"] if m["work"] and m["median"] else None
@@ -123,6 +154,7 @@ def table(rows: list[dict]) -> list[str]:
             (
                 m["name"],
                 m["board"],
+                *((variant(m),) if builds else ()),
                 _num(m["median"]),
                 f"{_num(m['min'])}-{_num(m['max'])}",
                 m["unit"],
@@ -132,7 +164,30 @@ def table(rows: list[dict]) -> list[str]:
             )
         )
     widths = [max(len(str(r[i])) for r in (header, *body)) for i in range(len(header))]
-    return ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in (header, *body)]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in (header, *body)]
+    return lines + variant_notes(rows)
+
+
+def variant(row: dict) -> str:
+    """A record's build; a record from before variants were recorded was of a plain one
+    (or not known to be otherwise)."""
+    return row.get("variant") or PLAIN
+
+
+def variant_notes(rows: list[dict]) -> list[str]:
+    """Under the table: what each instrumented build's figures are (not latency)."""
+    found = sorted({variant(r) for r in rows} - {PLAIN})
+    return [
+        f"{v}: figures of a build instrumented by {_instrumentation(v)}: they include the instrumentation, "
+        "they are not latency (compared only with a baseline of the same build)"
+        for v in found
+    ]
+
+
+def _instrumentation(name: str) -> str:
+    what = {GCOV: "gcov (--ondevice-coverage)", "asan": "AddressSanitizer", "tsan": "ThreadSanitizer"}
+    what["msan"] = "MemorySanitizer"
+    return " and ".join(what.get(part, part) for part in name.split("+"))
 
 
 MEMORY_SHOWN = 5  # deepest cases per board in the memory section (-v: every case)
@@ -189,23 +244,79 @@ def key(row: dict) -> str:
 def compare(row: dict, base: dict, threshold: float) -> tuple[str, str | None]:
     """(verdict, failure message or None) for one record against its baseline.
 
-    Deterministic boards compare the figures as they are; noisy ones (Linux) treat a change
-    smaller than the spread (max - min) of either run as noise."""
-    old, new = base["median"], row["median"]
+    Only like with like: a record of another build (variant) or unit is not compared.
+    Exact clocks (both runs on a virtual clock) compare the medians as they are; any other
+    clock goes through the noise model (noisy())."""
+    mine, theirs = variant(row), variant(base)
+    if mine != theirs:
+        return f"{NOT_COMPARED} ({mine} build, baseline {theirs})", None
     if base["unit"] != row["unit"]:
         return f"baseline in {base['unit']}", None
-    change = (new - old) / old * 100 if old else 0.0
-    figures = f"{_num(new)} {row['unit']}, baseline {_num(old)} ({change:+.1f} %"
-    if not row.get("deterministic"):
-        noise = max(row["max"] - row["min"], base["max"] - base["min"])
-        if abs(new - old) <= noise:
-            return f"{change:+.1f} % (within noise)", None
+    if row["name"].startswith(RSS_NAME + ":"):
+        return resident(row, base, threshold)
+    if row.get("deterministic") and base.get("deterministic"):
+        return exact(row, base, threshold)
+    return noisy(row, base, threshold)
+
+
+NOT_COMPARED = "not compared"
+
+
+def exact(row: dict, base: dict, threshold: float) -> tuple[str, str | None]:
+    """Figures that repeat exactly (instructions under QEMU's icount): any change is the
+    code's, and one over the threshold fails."""
+    old, new = base["median"], row["median"]
+    change = _change(new, old)
     if change > threshold:
-        return (
-            f"{change:+.1f} % REGRESSED",
-            f"{row['name']} on {row['board']}: {figures} > {threshold:g} %)",
-        )
+        figures = f"{_num(new)} {row['unit']}, baseline {_num(old)} ({change:+.1f} %"
+        return f"{change:+.1f} % REGRESSED", f"{row['name']} on {row['board']}: {figures} > {threshold:g} %)"
     return f"{change:+.1f} %", None
+
+
+def resident(row: dict, base: dict, threshold: float) -> tuple[str, str | None]:
+    """A hosted binary's peak resident memory: the kernel maps its shared libraries' pages in
+    batches, so the same binary's figure moves by up to ~170 KiB run to run (measured on the
+    host); a growth counts past the larger of the threshold and RSS_NOISE."""
+    old, new = base["median"], row["median"]
+    change = _change(new, old)
+    if change > threshold and new - old > RSS_NOISE:
+        figures = f"{_num(new)} bytes, baseline {_num(old)} ({change:+.1f} %"
+        why = f"{threshold:g} % and {RSS_NOISE // 1024} KiB"
+        return f"{change:+.1f} % REGRESSED", f"{row['name']} on {row['board']}: {figures} > {why})"
+    return f"{change:+.1f} %" + (" (within noise)" if change > threshold else ""), None
+
+
+RSS_NOISE = 256 * 1024  # bytes of peak RSS that move run to run with the same binary
+
+
+def noisy(row: dict, base: dict, threshold: float) -> tuple[str, str | None]:
+    """A clock shared with everything else the machine does (ns on Linux and the host;
+    cycles on silicon): the best samples (min) are compared, the least disturbed of each run,
+    and a rise counts only past the larger of the threshold and NOISE_K times the two runs'
+    spreads together (dispersion(): q3 - min, as a share of the baseline's min). Noisy runs
+    therefore do not fail, and say so; a slowdown that both runs measured tightly does."""
+    old, new = base["min"], row["min"]
+    change = _change(new, old)
+    noise = NOISE_K * (dispersion(row) + dispersion(base)) / old * 100 if old else 0.0
+    limit = max(threshold, noise)
+    if change > limit:
+        figures = f"min {_num(new)} {row['unit']}, baseline min {_num(old)} ({change:+.1f} %"
+        why = f"{limit:.1f} %: --bench-fail {threshold:g} %, noise ±{noise:.1f} %"
+        return f"{change:+.1f} % REGRESSED (min)", f"{row['name']} on {row['board']}: {figures} > {why})"
+    if change > threshold:
+        return f"{change:+.1f} % (min, within noise ±{noise:.1f} %)", None
+    return f"{change:+.1f} % (min)", None
+
+
+def dispersion(row: dict) -> float:
+    """How far above its best the run's samples strayed (q3 - min, per run of the body): what
+    a record carries for the noise model; a record from before has its whole range (max - min)."""
+    found = row.get("dispersion")
+    return float(found) if found is not None else max(0.0, row["max"] - row["min"])
+
+
+def _change(new: float, old: float) -> float:
+    return (new - old) / old * 100 if old else 0.0
 
 
 def parse_threshold(text: str) -> float:

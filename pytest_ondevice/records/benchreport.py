@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from ..build import toolchain
+from ..config.keys import BASELINE_KEY
 from ..config.options import registry
 from ..formats.benchline import MEMORY_UNIT, RSS_NAME, STACK_PREFIX
 from . import bench
@@ -59,6 +60,10 @@ class BenchReport:
             terminalreporter.section("ondevice bench")
             for line in bench.table(latency):
                 terminalreporter.write_line(line)
+        baseline = self.config.stash.get(BASELINE_KEY, None)
+        if baseline is not None:
+            for line in not_compared(self.rows, baseline[0], self.config.getoption("bench_compare")):
+                terminalreporter.write_line(line, yellow=True)
         if stack:
             terminalreporter.section("ondevice memory: stack high-water per case")
             reg = registry(self.config)
@@ -79,7 +84,7 @@ class BenchReport:
         if name:
             saved = bench_dir(self.config) / f"{name}.json"
             _write(saved, text)
-            terminalreporter.write_line(f"bench baseline saved as {name} ({saved})")
+            terminalreporter.write_line(f"bench baseline saved as {name} ({saved}){_builds(self.rows)}")
 
     def _document(self) -> dict:
         """The records with what produced them: device, and each board's toolchain and flags."""
@@ -102,6 +107,29 @@ class BenchReport:
         # --device as given (one value, or several BOARD=WHERE); each record names its device
         device = ", ".join(self.config.getoption("device")) or None
         return {"device": device, "fleet": self.config.getoption("fleet"), "boards": boards, "records": self.rows}
+
+
+def not_compared(rows: list[dict], baseline: dict[str, dict], name: str) -> list[str]:
+    """One line per pair of builds (variants) that --bench-compare kept apart: the run says
+    what it did not compare, and why, without failing."""
+    pairs: dict[tuple[str, str], int] = {}
+    for row in rows:
+        base = baseline.get(bench.key(row))
+        if base is not None and bench.variant(base) != bench.variant(row):
+            pair = (bench.variant(row), bench.variant(base))
+            pairs[pair] = pairs.get(pair, 0) + 1
+    return [
+        f"ondevice bench: {count} record{'s' * (count != 1)} of the {mine} build not compared with baseline {name}, "
+        f"which is of the {theirs} build: only like is compared with like (an instrumented build's figures are "
+        f"not latency); --bench-save a baseline of the {mine} build to compare those"
+        for (mine, theirs), count in sorted(pairs.items())
+    ]
+
+
+def _builds(rows: list[dict]) -> str:
+    """What a saved baseline of an instrumented build will be compared with: only its like."""
+    builds = sorted({bench.variant(r) for r in rows} - {bench.PLAIN})
+    return f": records of the {', '.join(builds)} build, compared only with runs of that build" if builds else ""
 
 
 def _stack_of(reg, board: str) -> int | None:

@@ -4,8 +4,10 @@ Several runs may append to one file at once (nightlies per board, a fleet's work
 controllers): WAL mode, a long busy timeout, and one BEGIN IMMEDIATE transaction per run,
 written at the end so a run that dies halfway leaves nothing half-recorded.
 
-Schema version 2 added what a case's reruns were (a pass after a rerun is no clean pass):
-a version-1 file is migrated by the first run that appends to it, and read as it is.
+Schema version 2 added what a case's reruns were (a pass after a rerun is no clean pass);
+version 3 the build each bench record was measured on (its variant: "plain", or "gcov" and
+the like for an instrumented build, whose figures are not latency). An older file is
+migrated by the first run that appends to it, and read as it is (its records plain).
 A value a reader cannot decode (a damaged JSON column) is skipped and named, never fatal."""
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import pytest
 
 from ..config.keys import INFRASTRUCTURE_PROPERTY
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 BUSY_TIMEOUT = 60.0  # seconds another run may hold the write lock before we give up
 MESSAGE_MAX = 500  # characters of a failure's text kept per result
 OUTCOMES = ("passed", "failed", "error", "skipped")
@@ -74,7 +76,8 @@ CREATE TABLE IF NOT EXISTS benches (
     max REAL,
     us REAL,
     deterministic INTEGER,
-    record TEXT
+    record TEXT,
+    variant TEXT NOT NULL DEFAULT 'plain'
 );
 CREATE TABLE IF NOT EXISTS coverage (
     run_id INTEGER NOT NULL REFERENCES runs(id),
@@ -111,6 +114,7 @@ MIGRATIONS = {
         "ALTER TABLE results ADD COLUMN reruns TEXT",  # JSON list of "device: cause", one per extra attempt
         "ALTER TABLE results ADD COLUMN flaky TEXT",  # why the pass may be the binary's luck
     ),
+    3: ("ALTER TABLE benches ADD COLUMN variant TEXT NOT NULL DEFAULT 'plain'",),  # the records before: plain
 }
 
 
@@ -168,6 +172,7 @@ class Bench:
     deterministic: bool = False
     record: dict | None = None  # the record as the report carried it
     run_id: int | None = None
+    variant: str = "plain"  # the build: "plain" (latency), or what instrumented it ("gcov", ...): never mixed
 
 
 @dataclass
@@ -356,7 +361,7 @@ def append_run(
         )
         db.executemany(
             "INSERT INTO benches (run_id, nodeid, case_name, board, device, binary_sha256, name, unit, median, min, "
-            "max, us, deterministic, record) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "max, us, deterministic, record, variant) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (
                     run_id,
@@ -373,6 +378,7 @@ def append_run(
                     b.us,
                     int(b.deterministic),
                     json.dumps(b.record) if b.record is not None else None,
+                    b.variant or "plain",
                 )
                 for b in benches
             ],
@@ -462,6 +468,8 @@ def _read(db: sqlite3.Connection, path: Path, last: int | None, records: bool = 
     for row in _tuples(db, "benches", columns, chosen, limit):
         b = Bench(*row[:-1])
         b.deterministic = bool(b.deterministic)
+        if b.variant is None:  # a file of an older schema: its records were taken as latency
+            b.variant = "plain"
         if b.record is not None:
             b.record = _json(b.record, dict, None, _bench_where(path, row[-1], b.name, b.run_id), _KEPT, damaged)
         benches.append(b)
@@ -670,6 +678,7 @@ class Reports:
                         us=record.get("us"),
                         deterministic=bool(record.get("deterministic")),
                         record=record,
+                        variant=record.get("variant") or "plain",
                     )
                 )
         return results, benches
