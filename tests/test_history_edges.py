@@ -357,3 +357,28 @@ def test_a_run_that_cannot_be_recorded_at_its_end_says_so_in_its_summary(project
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["ondevice history: this run was NOT recorded: *h.db: not a usable *history file*"])
     assert "appended" not in result.stdout.str()
+
+
+def test_a_coverage_runs_figures_are_added_to_the_plain_run_of_its_night_once(tmp_path, capsys):
+    """examples/nightly/run.sh: the night's verdicts and latency come from a plain build, its
+    coverage from a gcov build run after it; the report shows one night with both."""
+    main, covered = tmp_path / "history.db", tmp_path / "coverage-history.db"
+    for day in (1, 2):
+        db = connect(main)
+        append_run(db, _run(day, host="farm", git_rev=f"rev{day}"), [Result("t::A", "A", "passed")], [])
+        db.close()
+    db = connect(covered)
+    figures = [history.Coverage(None, None, 8, 10), history.Coverage("rpi", "k.c", 4, 5)]
+    run = Run(started="2026-11-02T02:20:00+00:00", finished="2026-11-02T02:30:00+00:00", host="farm", git_rev="rev2")
+    append_run(db, run, [Result("t::A", "A", "passed")], [], figures)
+    db.close()
+    assert history.main(["add-coverage", str(covered), str(main)]) == 0
+    assert (
+        capsys.readouterr().out
+        == f"ondevice history: 2 coverage figures of run 1 of {covered} added to run 2 of {main}\n"
+    )
+    assert [(c.run_id, c.board, c.line_covered) for c in load(main).coverage] == [(2, None, 8), (2, "rpi", 4)]
+    assert history.main(["add-coverage", str(covered), str(main)]) == 1  # never twice
+    assert capsys.readouterr().err == f"ondevice history: {main}: run 2 already has coverage figures\n"
+    with pytest.raises(HistoryError, match=r"no run from host farm at revision rev2 started by 2026-11-02T02:20"):
+        history.add_coverage(covered, tmp_path / "elsewhere.db")

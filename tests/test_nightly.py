@@ -47,7 +47,18 @@ def test_the_nightly_script_runs_the_farm_and_writes_junit_history_and_the_repor
     with sqlite3.connect(out / "history.db") as db:
         nights = db.execute("SELECT COUNT(DISTINCT run_id) FROM coverage WHERE board IS NULL AND file IS NULL")
         assert nights.fetchone()[0] == 2
+        # the night's records are the plain build's, never a coverage build's (issue 50, 3)
+        assert db.execute("SELECT DISTINCT variant FROM benches").fetchall() == [("plain",)]
     assert "<h2>Code coverage</h2>" in page and "<h2>Stack high-water per case</h2>" in page
+    # the coverage build ran on its own: its verdicts and records kept apart, its figures in the night's run
+    assert (
+        "ondevice history: " in done.stdout
+        and " coverage figures of run 2 of out/coverage-history.db added to run 2 of out/history.db" in done.stdout
+    )
+    with sqlite3.connect(out / "coverage-history.db") as db:
+        assert db.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 2
+        assert db.execute("SELECT DISTINCT variant FROM benches").fetchall() == [("gcov",)]  # stacks: no latency
+    assert (out / "junit-coverage.xml").stat().st_size > 0
 
 
 def test_the_nightly_job_with_bisect_names_the_commit_of_a_planted_bug_and_a_slower_kernel(tmp_path):
@@ -75,3 +86,6 @@ def test_the_nightly_job_with_bisect_names_the_commit_of_a_planted_bug_and_a_slo
     page = (tmp_path / "out" / "nightly.html").read_text()
     assert page.count(f'<td class="first-bad">{bug[:12]} change {make_history.FIRST_BAD}</td>') == 2  # both boards
     assert f'<td class="first-bad">{slower[:12]} change {make_history.SLOWER}</td>' in page
+    with sqlite3.connect(tmp_path / "out" / "history.db") as db:  # the slower kernel: found in plain figures
+        latency = db.execute("SELECT DISTINCT variant FROM benches WHERE name = 'work_kernel'").fetchall()
+    assert latency == [("plain",)]

@@ -18,6 +18,7 @@ import re
 import socket
 import sqlite3
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
@@ -750,3 +751,73 @@ class HistoryRecorder:
             terminalreporter.write_line(f"ondevice history: this run was NOT recorded: {self.failure}", red=True)
         elif self.written is not None:
             terminalreporter.write_line(f"ondevice history: run {self.written} appended to {self.path}")
+
+
+def add_coverage(source: Path, target: Path) -> tuple[int, int, int]:
+    """The coverage figures of source's last run added to the run of target that it
+    accompanied: the last one from the same host and git revision, started no later.
+    For a nightly whose coverage comes from a run of its own (a gcov build, whose figures are
+    not latency) while the night's verdicts and latency are the plain run's: the report then
+    shows both under one night. Returns (source run, target run, rows added)."""
+    found = load(source, last=1)
+    if not found.runs:
+        raise HistoryError(f"{source}: no run to take coverage figures from")
+    night = found.runs[-1]
+    db = connect(target)
+    try:
+        db.execute("BEGIN IMMEDIATE")  # one transaction: the figures land whole or not at all
+        run_id = _accompanied(db, target, night)
+        db.executemany(
+            f"INSERT INTO coverage (run_id, {', '.join(COVERAGE_FIELDS)}) VALUES (?{', ?' * len(COVERAGE_FIELDS)})",
+            [(run_id, *(getattr(c, name) for name in COVERAGE_FIELDS)) for c in found.coverage],
+        )
+        db.execute("COMMIT")
+    except sqlite3.Error as e:
+        raise HistoryError(f"{target}: cannot add the coverage figures ({e})") from None
+    finally:
+        if db.in_transaction:
+            db.rollback()
+        db.close()
+    return night.id or 0, run_id, len(found.coverage)
+
+
+def _accompanied(db: sqlite3.Connection, target: Path, night: Run) -> int:
+    """The run of target that a run of the same night came after (same host and revision)."""
+    row = db.execute(
+        "SELECT id FROM runs WHERE host IS ? AND git_rev IS ? AND started <= ? ORDER BY started DESC, id DESC",
+        (night.host, night.git_rev, night.started),
+    ).fetchone()
+    if row is None:
+        raise HistoryError(
+            f"{target}: no run from host {night.host} at revision {night.git_rev} started by {night.started} "
+            f"to add the coverage figures of run {night.id} to"
+        )
+    if db.execute("SELECT 1 FROM coverage WHERE run_id = ?", (row[0],)).fetchone():
+        raise HistoryError(f"{target}: run {row[0]} already has coverage figures")
+    return row[0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m pytest_ondevice.records.history add-coverage FROM TO` (examples/nightly/run.sh)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m pytest_ondevice.records.history")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add = sub.add_parser("add-coverage", help="add the coverage figures of FROM's last run to TO's run of that night")
+    add.add_argument("source", metavar="FROM", type=Path)
+    add.add_argument("target", metavar="TO", type=Path)
+    args = parser.parse_args(argv)
+    try:
+        source_run, target_run, rows = add_coverage(args.source, args.target)
+    except HistoryError as e:
+        print(f"ondevice history: {e}", file=sys.stderr)
+        return 1
+    print(
+        f"ondevice history: {rows} coverage figures of run {source_run} of {args.source} added to run {target_run} "
+        f"of {args.target}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
