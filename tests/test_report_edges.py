@@ -723,7 +723,7 @@ def test_a_failure_shows_its_assertion_and_source_line_first_the_rest_folded_wit
         "&gt; add_test.cc:14  EXPECT_EQ(out[0], 127);<details><summary>more</summary><pre>"
     )
     assert "[gw1]" not in cell and "device log: /tmp/x.log" in cell  # folded, not lost
-    from pytest_ondevice.records.history import without_worker_header
+    from pytest_ondevice.records.failmessage import without_worker_header
 
     assert without_worker_header(text).startswith("out[0] == 127 failed")  # as the history keeps it
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-MESSAGE_MAX = 500  # characters of a failure's text a history keeps (history.MESSAGE_MAX)
+MESSAGE_MAX = 1000  # characters of a failure's text a history keeps: an ExpectTimeout alone is ~700
 HEAD_MAX = 400  # characters of the exception shown as the headline; the whole line is folded below it
 HEAD_LINES = 3  # lines of the exception shown as the headline (an assertion's explanation may run long)
 CUT = "…"  # where the kept traceback was cut: its opening is gone

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import gc
 import json
-import re
 import socket
 import sqlite3
 import subprocess
@@ -27,10 +26,10 @@ from pathlib import Path
 import pytest
 
 from ..config.keys import INFRASTRUCTURE_PROPERTY
+from .failmessage import MESSAGE_MAX, failure_text
 
 SCHEMA_VERSION = 3
 BUSY_TIMEOUT = 60.0  # seconds another run may hold the write lock before we give up
-MESSAGE_MAX = 500  # characters of a failure's text kept per result
 OUTCOMES = ("passed", "failed", "error", "skipped")
 
 SCHEMA = """
@@ -600,20 +599,9 @@ class _Test:
         return "passed"
 
 
-_WORKER_HEADER = re.compile(r"^\[gw\d+\] \S+ -- Python \S+ \S+\n")
-
-
-def without_worker_header(text: str) -> str:
-    """pytest-xdist puts `[gw1] linux -- Python 3.11.7 /path/python` before a worker's
-    failure: the reader wants the assertion first."""
-    return _WORKER_HEADER.sub("", text, count=1)
-
-
 def _message(report) -> str:
-    longrepr = report.longrepr
-    skip = isinstance(longrepr, tuple) and len(longrepr) == 3  # (path, line, "Skipped: why")
-    text = str(longrepr[2]) if skip else without_worker_header(report.longreprtext)
-    return text[:MESSAGE_MAX]
+    """The exception first: a scripted test's traceback opens with a fixture's locals."""
+    return failure_text(report, MESSAGE_MAX)
 
 
 class Reports:
