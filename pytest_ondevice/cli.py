@@ -165,6 +165,21 @@ def _mib(size: int) -> str:
     return f"{size / (1 << 20):.1f} MiB"
 
 
+def boards_command(extra: list[Path]) -> int:
+    """The boards a run started here would know: pytest reads the project's ini file (pytest.ini,
+    pyproject.toml, tox.ini, setup.cfg, found from the current directory as for a run), so its
+    `ondevice_boards` count, as for --list-boards and doctor; --boards-dir adds directories."""
+    import pytest
+
+    class _ListBoards:
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_cmdline_main(self, config: pytest.Config) -> int:
+            dirs = [Path(p) for p in config.getini("ondevice_boards")]
+            return print_boards(BoardRegistry([*dirs, *extra]))
+
+    return int(pytest.main(["-p", "no:cacheprovider"], plugins=[_ListBoards()]))
+
+
 def doctor_command(fleet: str | None, boards: list[str], rest: list[str]) -> int:
     """Inside pytest's own configuration: ini options, board dirs and transports as a run sees them."""
     import pytest
@@ -193,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         type=Path,
-        help="also look for board files here (like the ondevice_boards ini option)",
+        help="also look for board files here (the project's ondevice_boards ini option is read as well)",
     )
     cache = sub.add_parser("cache", help="the shared build cache: stats, or clean it")
     cache.add_argument("action", choices=("stats", "clean"))
@@ -255,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.command == "boards":
-        return print_boards(BoardRegistry(args.boards_dir))
+        return boards_command(args.boards_dir)
     if args.command == "cache":
         return cache_command(args.action, args.cache_dir, shared=args.shared)
     if args.command == "report":

@@ -131,6 +131,32 @@ def test_cli_lists_boards_with_toolchain_and_transport():
     assert "found: cc" in host and host.endswith("local (ready)")
 
 
+PROJECT_INI = {
+    "pytest.ini": "[pytest]\nondevice_boards = boards\n",
+    "pyproject.toml": '[tool.pytest.ini_options]\nondevice_boards = ["boards"]\n',
+    "tox.ini": "[pytest]\nondevice_boards = boards\n",
+    "setup.cfg": "[tool:pytest]\nondevice_boards = boards\n",
+}
+
+
+@pytest.mark.parametrize("ini", sorted(PROJECT_INI))
+def test_cli_lists_the_projects_own_boards_from_its_ini(tmp_path, ini):
+    """`pytest-ondevice boards` sees what a run started here sees: the ini is found from the cwd up."""
+    write(tmp_path / ini, PROJECT_INI[ini])
+    write(tmp_path / "boards" / "mine.toml", 'extends = "host"\n')
+    write(tmp_path / "extra" / "theirs.toml", 'extends = "host"\n')
+    (tmp_path / "tests").mkdir()
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest_ondevice.cli", "boards", "--boards-dir", str(tmp_path / "extra")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path / "tests",
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    names = [line.split()[0] for line in proc.stdout.splitlines()[1:]]
+    assert {"mine", "theirs", "host"} <= set(names), proc.stdout
+
+
 def test_console_script_is_installed():
     script = Path(sysconfig.get_path("scripts")) / "pytest-ondevice"  # where pip put it for this Python
     proc = subprocess.run([str(script), "boards"], capture_output=True, text=True)
