@@ -219,7 +219,8 @@ def rss_lines(rows: list[dict], every: bool = False) -> list[str]:
     lines = []
     for board in dict.fromkeys(r["board"] for r in rows):
         mine = sorted((r for r in rows if r["board"] == board), key=lambda r: -r["median"])
-        lines.append(f"{board}: peak resident memory of {len(mine)} binaries, the largest {_kib(mine[0]['median'])}")
+        binaries = "1 binary" if len(mine) == 1 else f"{len(mine)} binaries"
+        lines.append(f"{board}: peak resident memory of {binaries}, the largest {_kib(mine[0]['median'])}")
         shown = mine if every else mine[:MEMORY_SHOWN]
         for r in shown:
             lines.append(f"  {r['name'].split(':', 1)[1]}  {_kib(r['median'])}")
