@@ -167,6 +167,22 @@ def test_pkg_config_finds_the_boards_own_library(project):
         result.stdout.fnmatch_lines([f"*VendorThroughPkgConfig[[]{board}[]] PASSED*"])
 
 
+def test_a_package_pkg_config_cannot_find_makes_the_items_errors_not_failures(project):
+    """A missing library is the machine's set-up: an error naming the package, as for a missing compiler."""
+    project.write("ondevice.toml", 'pkg_config = ["ondevice-no-such-package"]\n')
+    project.write("a_test.c", LIB_TEST.format(n=1))
+    project.write("b_test.c", LIB_TEST.format(n=2))
+    result = project.run()
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at setup of BothCommonsLinked on host*",
+            "host: */ondevice.toml: pkg-config found no ondevice-no-such-package*",
+        ]
+    )
+    assert "build failed" not in result.stdout.str()
+
+
 def test_pkg_config_never_hands_a_cross_board_the_hosts_library(project, monkeypatch):
     project.copy_examples("prebuilt")
     toml = project.path / "examples" / "prebuilt" / "pkgconfig" / "ondevice.toml"
@@ -176,7 +192,7 @@ def test_pkg_config_never_hands_a_cross_board_the_hosts_library(project, monkeyp
     assert (host_pc / "vendor.pc").is_file()
     monkeypatch.setenv("PKG_CONFIG_PATH", str(host_pc))  # the host's .pc is on the usual path...
     result = project.run("examples/prebuilt/pkgconfig", board="mps2-an386")  # ...and is not used
-    result.assert_outcomes(failed=1)
+    result.assert_outcomes(errors=1)  # the board's library is missing: the set-up's fault, not the code's
     result.stdout.fnmatch_lines(
         ["*pkg-config found no vendor for board mps2-an386 (searched */nothing-for/mps2-an386)*"]
     )

@@ -105,6 +105,10 @@ def test_a_missing_harness_library_names_the_package(project):
     project.write("boards/nolib-arm.toml", board)
     project.write("kernel_test.cc", GTEST)
     result = project.run("--build-only", board="nolib-arm")
+    result.assert_outcomes(errors=4)  # the library is the machine's set-up: errors, never failures
+    result.stdout.fnmatch_lines(
+        ["*ERROR at setup of Kernel.* on nolib-arm*", "nolib-arm: *pkg-config found no gtest_main*"]
+    )
     assert "pkg-config found no gtest_main for board nolib-arm" in result.stdout.str()
     assert "apt-get install libgtest-dev:arm64" in result.stdout.str()
 

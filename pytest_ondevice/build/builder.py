@@ -353,14 +353,11 @@ class Builder:
         """The directory's pkg_config packages for this board (or, given needs, the test
         harness's alone), asked once per session."""
 
-        def ask() -> BuildFlags:
-            try:
-                if needs is None:
-                    flags = pkgconfig.flags_for(board, cfg)
-                else:
-                    flags = pkgconfig.flags_for(board, cfg, needs.pkg_config, _install_hint(board, needs))
-            except pkgconfig.PkgConfigError as e:
-                raise BuildError(str(e)) from None
+        def ask() -> BuildFlags:  # a missing package: PkgConfigError, an environment error (not BuildError)
+            if needs is None:
+                flags = pkgconfig.flags_for(board, cfg)
+            else:
+                flags = pkgconfig.flags_for(board, cfg, needs.pkg_config, _install_hint(board, needs))
             dirs = [Path(f[2:]) for f in flags.ldflags if f.startswith("-L")]
             for lib in flags.libs:  # the static libraries pkg-config named: built for this board?
                 for d in dirs:

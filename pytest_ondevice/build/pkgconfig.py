@@ -13,10 +13,12 @@ import subprocess
 
 from ..config.board import Board
 from ..config.dirconfig import BuildFlags, DirConfig
+from .toolchain import ToolchainError
 
 
-class PkgConfigError(Exception):
-    pass
+class PkgConfigError(ToolchainError):
+    """A library (or pkg-config itself) missing for a board: the machine's set-up, not the
+    code under test, so the binary's items are errors naming what to install, never failures."""
 
 
 def flags_for(board: Board, cfg: DirConfig, packages: tuple[str, ...] | None = None, hint: str = "") -> BuildFlags:
