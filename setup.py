@@ -1,9 +1,10 @@
 """Which packages and data files the wheel holds, found from the tree, never listed by hand.
 
 The source tree keeps the design's top-level layout (`pytest_ondevice/`, `transports/`,
-`boards/`) while the wheel installs one package, `pytest_ondevice`, with the other two
-inside it. A package or a data file added under any of the three roots is in the next
-wheel without an edit here (tests/test_wheel.py checks the built wheel against git).
+`boards/`, `docs/`, `examples/`) while the wheel installs one package, `pytest_ondevice`,
+with transports, boards, the manual and the nightly job inside it. A package or a data
+file added under any of the roots is in the next wheel without an edit here
+(tests/test_installed_wheel.py checks the built wheel against the tree).
 Everything else about the distribution is in pyproject.toml.
 """
 
@@ -19,6 +20,9 @@ ROOTS = {
     "pytest_ondevice": "pytest_ondevice",
     "pytest_ondevice.transports": "transports",
     "pytest_ondevice.boards": "boards",
+    # what a user without a checkout is pointed at (pytest_ondevice/manual.py)
+    "pytest_ondevice.docs": "docs",
+    "pytest_ondevice.nightly": "examples/nightly",
 }
 SKIPPED = ("__pycache__", "*.egg-info")
 

@@ -1,4 +1,5 @@
-"""The `pytest-ondevice` command: tools around the plugin (`boards`, `cache`, `report`, `doctor`, `bisect`)."""
+"""The `pytest-ondevice` command: tools around the plugin (`boards`, `cache`, `report`, `doctor`, `bisect`,
+`docs`, `nightly`)."""
 
 from __future__ import annotations
 
@@ -262,6 +263,12 @@ def main(argv: list[str] | None = None) -> int:
         help="the first commit where selected cases fail or a bench record got slower (git bisect, in a worktree)",
         add_help=False,
     )
+    docs = sub.add_parser("docs", help="the manual, installed with the plugin: the pages, or one page's text")
+    docs.add_argument("page", nargs="?", help="a page, e.g. farm or transports/ssh")
+    nightly = sub.add_parser(
+        "nightly", help="write the farm's nightly job (run.sh, a fleet file, systemd units, a CI schedule) into DIR"
+    )
+    nightly.add_argument("dir", type=Path, metavar="DIR", help="where to write it (existing files are not overwritten)")
     doctor.add_argument("--fleet", metavar="FILE", help="the fleet file to check")
     doctor.add_argument("--board", action="append", default=[], metavar="NAME[,NAME]", help="boards to check")
     args, rest = parser.parse_known_args(argv)
@@ -273,6 +280,10 @@ def main(argv: list[str] | None = None) -> int:
         return boards_command(args.boards_dir)
     if args.command == "cache":
         return cache_command(args.action, args.cache_dir, shared=args.shared)
+    if args.command in ("docs", "nightly"):
+        from . import manual
+
+        return manual.docs_command(args.page) if args.command == "docs" else manual.nightly_command(args.dir)
     if args.command == "report":
         return report_command(args.history, args.html, args.threshold, args.last, args.rows)
     return 2  # pragma: no cover

@@ -73,7 +73,7 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
         default=None,
         metavar="KIND:WHERE",
         help="read the output through another transport's console, with the board's loader (a serial port: see "
-        "the transport pages in docs/transports/)",
+        "the transport pages: pytest-ondevice docs transports/index)",
     )
     group.addoption(
         "--device-timeout",
@@ -122,13 +122,13 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
         choices=("error", "skip"),
         default="error",
         help="a CUDA binary on a device without a usable GPU or driver: its cases are errors (default), "
-        "or skips, for a fleet where only some devices have one (docs/cuda.md)",
+        "or skips, for a fleet where only some devices have one (pytest-ondevice docs cuda)",
     )
     group.addoption(
         "--ondevice-coverage",
         action="store_true",
         help="build with gcov instrumentation, bring the counts back from the devices and write a coverage "
-        "report (gcovr): a summary here, coverage.xml (Cobertura) and HTML (docs/coverage.md)",
+        "report (gcovr): a summary here, coverage.xml (Cobertura) and HTML (pytest-ondevice docs coverage)",
     )
     group.addoption(
         "--ondevice-coverage-dir",

@@ -7,6 +7,7 @@ the path: no editable install, no `addopts = "-p pytester"`, no conftest, no exa
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shutil
@@ -23,12 +24,19 @@ from support.sshd import BinfmtLease, Sshd, new_account, remove_account
 from test_fleet import junit_cases
 
 USER_PROJECT = Path(__file__).parent / "user_project"
-# source directory -> where the wheel installs it (setup.py's ROOTS)
-ROOTS = {
-    "pytest_ondevice": "pytest_ondevice",
-    "transports": "pytest_ondevice/transports",
-    "boards": "pytest_ondevice/boards",
-}
+
+
+def _setup_roots() -> dict[str, str]:
+    """setup.py's ROOTS (installed name -> source directory), read without running setup()."""
+    tree = ast.parse((REPO / "setup.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "ROOTS" for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise AssertionError("setup.py has no ROOTS")
+
+
+# source directory -> where the wheel installs it
+ROOTS = {source: installed.replace(".", "/") for installed, source in _setup_roots().items()}
 # what a user's shell has, less what would lean on this checkout or on the suite's own run
 LEANING = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTEST_", "ONDEVICE_", "COV_CORE_")
 
@@ -277,3 +285,27 @@ def test_a_two_pi_fleet_with_history_and_report(project, two_pis):
     page = (project.path / "report.html").read_text()
     assert "pytest-ondevice nightly report" in page
     assert "dot_s8_256" in page
+
+
+def test_the_manual_and_the_nightly_job_come_with_the_wheel(venv, tmp_path):
+    """What the messages point a user at (pytest-ondevice docs PAGE, pytest-ondevice nightly
+    DIR) is there without a checkout."""
+    env = user_env(venv)
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [str(venv / "bin" / "pytest-ondevice"), *args], cwd=tmp_path, env=env, capture_output=True, text=True
+        )
+
+    listed = cli("docs")
+    assert listed.returncode == 0 and str(venv) in listed.stdout, listed.stdout + listed.stderr
+    assert "transports/ssh" in listed.stdout and "farm" in listed.stdout
+    page = cli("docs", "transports/renode")
+    assert page.returncode == 0 and page.stdout == (REPO / "docs" / "transports" / "renode.md").read_text()
+    job = cli("nightly", "farm-job")
+    assert job.returncode == 0, job.stderr
+    assert {p.name for p in (tmp_path / "farm-job").iterdir()} == {
+        p.name for p in (REPO / "examples" / "nightly").iterdir()
+    }
+    assert os.access(tmp_path / "farm-job" / "run.sh", os.X_OK)
+    assert "pytest-ondevice docs transports/renode" in cli("boards").stdout  # renode missing here: where to read

@@ -85,7 +85,7 @@ class RenodeTransport(Transport):
     @classmethod
     def status(cls, options: dict[str, Any]) -> str:
         path = find_renode(options)
-        return f"found: {path}" if path else "missing: renode (see docs/transports/renode.md)"
+        return f"found: {path}" if path else "missing: renode (see: pytest-ondevice docs transports/renode)"
 
     def __init__(self, board: Any, device: str | None, options: dict[str, Any]) -> None:
         super().__init__(board, device, options)
