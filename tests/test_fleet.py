@@ -248,6 +248,41 @@ def test_two_runs_one_device_the_second_waits_saying_who_holds_it(project):
     assert waited > 1.0  # it really waited for the first run's binary
 
 
+TWO_SLOT_FLEET = """
+    [fleet]
+    lease_dir = "leases"
+
+    [device.h1]
+    board = "host"
+    jobs = 2
+
+    [device.h2]
+    board = "host"
+    jobs = 2
+    tags = ["busy"]
+"""
+
+
+def test_a_binary_goes_to_an_idle_device_before_a_second_slot_of_a_busy_one(project):
+    """Two devices of two slots (as two Pis at device_jobs = 2): while another run's binary
+    holds h2, this run's binary runs on the idle h1, though h2 comes first in its turn and
+    has a free slot."""
+    project.write("farm.toml", TWO_SLOT_FLEET)
+    sleepers(project, ["a"], ms=4000)
+    sleepers(project, ["b"], ms=1)
+    first = _background_run(project, "a_test.c", "--fleet-tag=busy")
+    try:
+        _wait_for_lease(project, "h2")
+        second = project.pytester.runpytest(
+            "--fleet=farm.toml", "b_test.c", "--junitxml=j.xml", "-p", "no:cacheprovider", *QUIET
+        )
+    finally:
+        out = first.communicate(timeout=60)[0]
+    assert first.returncode == 0, out
+    second.assert_outcomes(passed=2)
+    assert {p["device"] for p in junit_cases(project.path / "j.xml").values()} == {"h1"}
+
+
 def test_lease_timeout_gives_up_with_an_error_not_a_failure(project):
     project.write("farm.toml", ONE_DEVICE)
     sleepers(project, ["a"], ms=4000)

@@ -64,6 +64,37 @@ def test_a_connected_device_is_preferred_and_a_held_one_is_passed_over(tmp_path)
             assert second.device.name != "pi-1"
 
 
+def test_an_idle_device_is_taken_before_a_second_slot_of_a_busy_one(tmp_path):
+    """Two Pis of two slots each: a binary runs on the idle Pi, whatever the turn and whichever
+    Pi this run is connected to; only when both are busy does one take a second binary."""
+    pis = [Device("pi-1", "rpi", jobs=2), Device("pi-2", "rpi", jobs=2)]
+    mine = _leases(tmp_path)
+    with _leases(tmp_path, who=OTHER).try_take(pis[1]):  # pi-2 runs a binary (another worker's)
+        for prefer in (set(), {"pi-2"}, {"pi-1", "pi-2"}):
+            for _ in range(2):  # both turns: each starts at another Pi
+                with _take(mine, pis, prefer=prefer) as held:
+                    assert (held.device.name, held.slot) == ("pi-1", 0), prefer
+        with _take(mine, pis, prefer={"pi-2"}) as first:
+            assert first.device.name == "pi-1"
+            with _take(mine, pis, prefer={"pi-2"}) as second:  # both busy: the connected one's free slot
+                assert (second.device.name, second.slot) == ("pi-2", 1)
+                with _take(mine, pis) as third:
+                    assert (third.device.name, third.slot) == ("pi-1", 1)
+                    with pytest.raises(LeaseTimeout):
+                        _take(mine, pis)
+    with _take(mine, pis) as a, _take(mine, pis) as b:  # all idle: one each
+        assert {a.device.name, b.device.name} == {"pi-1", "pi-2"}
+
+
+def test_threads_finding_the_same_device_idle_never_both_take_it(tmp_path):
+    """Every slot is locked while a device is looked at: of two threads only one sees it idle."""
+    pi = Device("pi-1", "rpi", jobs=2)
+    mine = _leases(tmp_path)
+    looking = mine.take_idle(pi)
+    assert looking is not None and mine.take_idle(pi) is None
+    assert mine.try_take(pi).slot == 1  # a second slot is still there for whoever asks for one
+
+
 def test_no_device_to_lease_and_a_run_that_is_ending_are_errors_saying_so(tmp_path):
     mine = _leases(tmp_path)
     with pytest.raises(InfrastructureError, match=r"^no device to lease$"):

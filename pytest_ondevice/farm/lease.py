@@ -122,31 +122,53 @@ class Leases:
         return problems
 
     def try_take(self, device: Device) -> Lease | None:
+        """The device's first free slot, or None when every slot is held."""
         for slot in range(self.jobs_of(device)):
-            try:
-                fd = os.open(self._path(device, slot), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
-            except OSError as e:
-                raise InfrastructureError(
-                    f"cannot open the lease file {self._path(device, slot)}: {e.strerror} (is the lease "
-                    "directory writable by every user of the fleet?)"
-                ) from None
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                continue
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{self.who}\n".encode(), 0)
-            return Lease(device, slot, fd, self._path(device, slot))
+            fd = self._open(device, slot)
+            if _locked(fd):
+                return self._claim(device, slot, fd)
+            os.close(fd)
         return None
 
-    def _try(self, device: Device, waiting: dict[str, Lease]) -> Lease | None:
-        """The device's lock and, for a labgrid place, the place; a place that is busy
-        keeps its lock and reservation in `waiting`, polled on the next turn."""
+    def take_idle(self, device: Device) -> Lease | None:
+        """A slot of the device only while none of its slots is held (by this run or another):
+        a binary goes to an idle device before it doubles up on a busy one. Every slot is
+        locked while it is looked at, so two threads cannot both find the same device idle."""
+        held: list[int] = []
+        try:
+            for slot in range(self.jobs_of(device)):
+                fd = self._open(device, slot)
+                held.append(fd)
+                if not _locked(fd):
+                    return None
+            return self._claim(device, 0, held.pop(0))
+        finally:
+            for fd in held:
+                os.close(fd)
+
+    def _open(self, device: Device, slot: int) -> int:
+        try:
+            return os.open(self._path(device, slot), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        except OSError as e:
+            raise InfrastructureError(
+                f"cannot open the lease file {self._path(device, slot)}: {e.strerror} (is the lease "
+                "directory writable by every user of the fleet?)"
+            ) from None
+
+    def _claim(self, device: Device, slot: int, fd: int) -> Lease:
+        """A slot whose lock is held: named as ours for whoever waits for it."""
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{self.who}\n".encode(), 0)
+        return Lease(device, slot, fd, self._path(device, slot))
+
+    def _try(self, device: Device, waiting: dict[str, Lease], idle: bool = False) -> Lease | None:
+        """The device's lock (idle: only if no slot of it is held) and, for a labgrid place,
+        the place; a place that is busy keeps its lock and reservation in `waiting`, polled
+        on the next turn."""
         lease = waiting.pop(device.name, None)
         fresh = lease is None
         if lease is None:
-            lease = self.try_take(device)
+            lease = self.take_idle(device) if idle else self.try_take(device)
             if lease is None or device.place is None:
                 return lease
         assert self.places is not None
@@ -189,8 +211,10 @@ class Leases:
         say: Callable[[str], None] | None = None,
         prefer: set[str] | frozenset[str] = frozenset(),
     ) -> Lease:
-        """A lease on one of the devices, waiting while all are held (another run, a worker);
-        the preferred ones (already connected) are tried first."""
+        """A lease on one of the devices, waiting while all are held (another run, a worker).
+        An idle device (no slot held) is taken before a second slot of a busy one, so the
+        work spreads over the devices; within each, the preferred ones (already connected)
+        are tried first, then the others from this run's turn on."""
         if not devices:
             raise InfrastructureError("no device to lease")
         started = time.monotonic()
@@ -204,10 +228,9 @@ class Leases:
                     turn = self._turn
                 order = devices[turn % len(devices) :] + devices[: turn % len(devices)]
                 order.sort(key=lambda d: d.name not in prefer)  # stable: the turn order within each group
-                for device in order:
-                    lease = self._try(device, waiting)
-                    if lease is not None:
-                        return lease
+                lease = self._first(order, waiting)
+                if lease is not None:
+                    return lease
                 waited = time.monotonic() - started
                 if stop.is_set():
                     raise InfrastructureError("the run is ending: no device was leased")
@@ -225,6 +248,20 @@ class Leases:
             for lease in waiting.values():  # the places not taken: cancel their reservations
                 self._give_up(lease)
 
+    def _first(self, order: list[Device], waiting: dict[str, Lease]) -> Lease | None:
+        """The first idle device in order, else the first with a free slot. (A device of one
+        slot is idle whenever it is free: asked once, never twice, as a place is claimed.)"""
+        for device in order:
+            lease = self._try(device, waiting, idle=True)
+            if lease is not None:
+                return lease
+        for device in order:
+            if self.jobs_of(device) > 1:
+                lease = self._try(device, waiting)
+                if lease is not None:
+                    return lease
+        return None
+
     def describe(self, devices: list[Device], waiting: dict[str, Lease] | None = None) -> str:
         parts = []
         for device in devices:
@@ -239,3 +276,12 @@ class Leases:
         """Only another process is worth a message: our own threads wait for each other quietly."""
         mine = f"pid {os.getpid()} "
         return any(not h.startswith(mine) for d in devices for h in self.holders(d))
+
+
+def _locked(fd: int) -> bool:
+    """The file's lock taken now, or False when someone holds it."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
