@@ -104,6 +104,56 @@ def test_run_writes_the_input_while_it_reads_the_output(project):
     assert outcomes(result) == dict.fromkeys(BIG_INPUT_TESTS, "PASSED"), result.stdout.str()
 
 
+LONG_OUTPUT = """
+import pytest
+from pytest_ondevice.scripted.device import OutputDropped
+
+X = "head -c 100000000 /dev/zero | tr '\\\\0' x; echo; echo done"
+
+def test_the_issues_command(device):
+    with pytest.warns(OutputDropped, match=r"83,222,790 of 100,000,006 bytes of stdout left out"):
+        r = device.run(["sh", "-c", X])
+    assert r.returncode == 0 and r.stdout.endswith("x\\ndone\\n")  # the tail is kept
+    assert r.dropped == 100_000_006 - (16 << 20) and f"dropped={r.dropped}" in repr(r)
+    head, note, tail = r.stdout.partition("\\n[pytest-ondevice: device.run: ")
+    assert (len(head), len(tail.split("]\\n", 1)[1])) == (8 << 20, 8 << 20)
+    assert set(head) == {"x"} and "max_output=16777216" in note + tail
+
+def test_a_bound_of_the_tests_own(device):
+    with pytest.warns(OutputDropped):
+        r = device.run(["seq", "1", "1000"], max_output=20, text=False)
+    assert r.stdout.startswith(b"1\\n2\\n3\\n4\\n5\\n\\n[pytest-ondevice: ")  # the first 10 bytes, the note
+    assert r.stdout.endswith(b"]\\n\\n999\\n1000\\n") and r.dropped == 3893 - 20  # the last 10
+
+def test_no_bound(device):
+    r = device.run(["sh", "-c", "head -c 20000000 /dev/zero | tr '\\\\0' y"], max_output=None)
+    assert (len(r.stdout), r.dropped) == (20_000_000, 0)
+
+def test_within_the_bound_nothing_changes(device, recwarn):
+    r = device.run(["seq", "1", "10"], max_output=21)
+    assert (r.stdout, r.dropped, "dropped" in repr(r)) == ("".join(f"{i}\\n" for i in range(1, 11)), 0, False)
+    assert not [w for w in recwarn if w.category is OutputDropped]
+
+def test_a_bad_bound(device):
+    with pytest.raises(ValueError, match="max_output must be a number of bytes"):
+        device.run(["true"], max_output=-1)
+"""
+
+LONG_OUTPUT_TESTS = [
+    "test_the_issues_command",
+    "test_a_bound_of_the_tests_own",
+    "test_no_bound",
+    "test_within_the_bound_nothing_changes",
+    "test_a_bad_bound",
+]
+
+
+def test_run_keeps_the_head_and_tail_of_a_long_output_and_says_what_it_left_out(project):
+    """16 MiB of stdout were kept and the rest dropped in silence: no `done`, no word of it."""
+    result = run_tests(project, LONG_OUTPUT)
+    assert outcomes(result) == dict.fromkeys(LONG_OUTPUT_TESTS, "PASSED"), result.stdout.str()
+
+
 EXPECT = """
 import pexpect
 

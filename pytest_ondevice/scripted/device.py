@@ -14,6 +14,7 @@ import os
 import shlex
 import subprocess
 import threading
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,12 +32,70 @@ if TYPE_CHECKING:
     from ..runner import OnDeviceSession
 
 SOURCE_SUFFIXES = {".c", ".cc", ".cpp", ".cxx", ".S", ".s"}
-OUTPUT_KEPT = 16 << 20  # of one device.run()'s stdout, in memory (the log has it all)
+OUTPUT_KEPT = 16 << 20  # of one device.run()'s stdout in memory, by default: its first and last halves
 INPUT_GONE_S = 10.0  # for the input's writer to see the program closed
 
 
 class BuildFailed(AssertionError):
     """A program the test builds did not compile: the test's own code, so a failure."""
+
+
+class OutputDropped(UserWarning):
+    """device.run() left the middle of a program's stdout out (beyond max_output): said
+    where the test looks, since a cut made in silence reads as the program's own output."""
+
+
+class RunResult(subprocess.CompletedProcess):
+    """subprocess.CompletedProcess, and `dropped`: the bytes of stdout left out (0: none)."""
+
+    def __init__(self, args: Any, returncode: int, stdout: Any, stderr: Any, dropped: int = 0) -> None:
+        super().__init__(args, returncode, stdout, stderr)
+        self.dropped = dropped
+
+    def __repr__(self) -> str:
+        base = super().__repr__()
+        return f"{base[:-1]}, dropped={self.dropped})" if self.dropped else base
+
+
+class _Kept:
+    """A program's stdout within `limit` bytes: its head and its tail (where a program says
+    how it ended), and how much was left out between them. None: all of it."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        if self.limit is None:
+            self.head += data
+            return
+        room = (self.limit + 1) // 2 - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        self.tail += data
+        if len(self.tail) > 2 * self._tail_size() + (1 << 16):  # trimmed now and then, not on every read
+            self._trim()
+
+    def _tail_size(self) -> int:
+        return 0 if self.limit is None else self.limit - (self.limit + 1) // 2
+
+    def _trim(self) -> None:
+        del self.tail[: max(0, len(self.tail) - self._tail_size())]
+
+    def dropped(self) -> int:
+        self._trim()
+        return self.total - len(self.head) - len(self.tail)
+
+    def output(self, cut_note: str) -> bytes:
+        """Head and tail, with a line saying what was left out between them."""
+        dropped = self.dropped()
+        if not dropped:
+            return bytes(self.head + self.tail)
+        return bytes(self.head) + cut_note.encode() + bytes(self.tail)
 
 
 class Device:
@@ -169,20 +228,25 @@ class Device:
         input: str | bytes | None = None,
         check: bool = False,
         text: bool = True,
-    ) -> subprocess.CompletedProcess:
+        max_output: int | None = OUTPUT_KEPT,
+    ) -> RunResult:
         """Run to the end, as subprocess.run() does (returncode, stdout, stderr; -N for a
-        signal; TimeoutExpired with what arrived; check=True raises CalledProcessError)."""
+        signal; TimeoutExpired with what arrived; check=True raises CalledProcessError).
+        Of stdout, max_output bytes are kept in memory (None: all): beyond it, its first and
+        last halves, a line between them saying how much was left out, `dropped` on the
+        result and an OutputDropped warning."""
+        if max_output is not None and (not isinstance(max_output, int) or max_output < 0):
+            raise ValueError(f"max_output must be a number of bytes (0 or more) or None, not {max_output!r}")
         deployed, rest = self._split(args)
         shown = _shown(deployed, rest)
         self.log.note(f"$ {shown}")
         label = self._label(shown)
         feed = self.log.stream(label)
-        out = bytearray()
+        kept = _Kept(max_output)
 
         def on_bytes(data: bytes) -> None:
             feed(data)
-            if len(out) < OUTPUT_KEPT:
-                out.extend(data[: OUTPUT_KEPT - len(out)])
+            kept.add(data)
 
         data = _input_bytes(input)  # a wrong type is the test's error, raised here, not in the writer
         process = self._transport.spawn(deployed, rest)
@@ -200,15 +264,30 @@ class Device:
                     self.log.note(f"{shown}: its input was still being written {INPUT_GONE_S:g} s after it ended")
         if err:
             self.log.stream(f"{label} stderr")(err + b"\n")
-        stdout, stderr = (out.decode("utf-8", "replace"), err.decode("utf-8", "replace")) if text else (bytes(out), err)
+        out = kept.output(self._dropped_note(shown, kept))
+        stdout, stderr = (out.decode("utf-8", "replace"), err.decode("utf-8", "replace")) if text else (out, err)
         if end.timed_out is not None:
             raise subprocess.TimeoutExpired(shown, timeout, output=stdout, stderr=stderr)
         code = returncode(end)
         self.log.note(f"{shown}: {end.abnormal() or f'exit {code}'}")
-        result = subprocess.CompletedProcess(list(map(str, args)), code if code is not None else -1, stdout, stderr)
+        dropped = kept.dropped()
+        result = RunResult(list(map(str, args)), code if code is not None else -1, stdout, stderr, dropped)
         if check:
             result.check_returncode()
         return result
+
+    def _dropped_note(self, shown: str, kept: _Kept) -> str:
+        """The line put where stdout was cut, also said as a warning and in the device log."""
+        if not kept.dropped():
+            return ""
+        what = (
+            f"device.run: {shown}: {kept.dropped():,} of {kept.total:,} bytes of stdout left out in the "
+            f"middle (kept: the first {len(kept.head):,} and the last {len(kept.tail):,}, max_output={kept.limit}; "
+            "device.run(..., max_output=N) raises the bound, max_output=None lifts it)"
+        )
+        self.log.note(what)
+        warnings.warn(OutputDropped(what), stacklevel=3)  # at the test's call of run()
+        return f"\n[pytest-ondevice: {what}]\n"
 
     # -- files ---------------------------------------------------------------------------------
     def push(self, local: str | os.PathLike[str], remote: str | None = None) -> str:
