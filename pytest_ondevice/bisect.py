@@ -21,6 +21,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -272,19 +273,22 @@ def bisect(
     bad_rev = _rev(top, bad)
     if metric is None and above is not None:
         raise BisectError("--above needs --metric NAME (a bench record's name)")
-    with _lock(common), tempfile.TemporaryDirectory(prefix="ondevice-bisect-") as tmp:
-        work = common / "ondevice-bisect" / Path(tmp).name
-        steps = str(Path(tmp) / "steps.jsonl")
-        subdir = str(Path(os.path.realpath(repo)).relative_to(os.path.realpath(top)))
-        config = Config(
-            pytest_args, metric, None, max(1, repeat), steps, tmp, max_steps, deadline, subdir, unbuildable_is_bad
-        )
-        work.parent.mkdir(parents=True, exist_ok=True)
-        _git(top, "worktree", "add", "--detach", "--quiet", str(work), bad_rev)
-        try:
-            return _search(work, good_rev, bad_rev, config, above, Path(tmp), say)
-        finally:
-            _clean(top, work)
+    with _lock(common) as dead:
+        _remove_leftovers(top, common, dead, say)
+        with tempfile.TemporaryDirectory(prefix="ondevice-bisect-") as tmp:
+            _note_scratch(common, tmp)
+            work = common / "ondevice-bisect" / Path(tmp).name
+            steps = str(Path(tmp) / "steps.jsonl")
+            subdir = str(Path(os.path.realpath(repo)).relative_to(os.path.realpath(top)))
+            config = Config(
+                pytest_args, metric, None, max(1, repeat), steps, tmp, max_steps, deadline, subdir, unbuildable_is_bad
+            )
+            work.parent.mkdir(parents=True, exist_ok=True)
+            _git(top, "worktree", "add", "--detach", "--quiet", str(work), bad_rev)
+            try:
+                return _search(work, good_rev, bad_rev, config, above, Path(tmp), say)
+            finally:
+                _clean(top, work)
 
 
 def _search(work: Path, good: str, bad: str, config: Config, above: str | None, tmp: Path, say) -> Result:
@@ -418,28 +422,101 @@ def _clean(top: Path, work: Path) -> None:
 
 @contextlib.contextmanager
 def _lock(common: Path):
-    """One bisection per repository at a time: a second is refused, naming the first."""
-    path = common / "ondevice-bisect.lock"
+    """One bisection per repository at a time: a second is refused, naming the first. Yields
+    the lines of a stale lock (its holder's pid, then its scratch dir): a run killed before
+    its clean-up, whose leftovers are then removed (None: no stale lock)."""
+    path = _lock_path(common)
+    dead: list[str] | None = None
     for _ in range(2):
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             break
         except FileExistsError:
-            holder = path.read_text().strip() if path.exists() else ""
+            lines = _read_lines(path)
+            holder = lines[0] if lines else ""
             if holder.isdigit() and pid_alive(int(holder)):
                 raise BisectError(
                     f"another pytest-ondevice bisect (pid {holder}) is running on this repository; "
                     "wait for it, or stop it"
                 ) from None
+            dead = lines
             path.unlink(missing_ok=True)  # its process is gone: the lock is stale
     else:
         raise BisectError(f"cannot take {path}")
     try:
-        os.write(fd, str(os.getpid()).encode())
+        os.write(fd, f"{os.getpid()}\n".encode())
         os.close(fd)
-        yield
+        yield dead
     finally:
         path.unlink(missing_ok=True)
+
+
+def _lock_path(common: Path) -> Path:
+    return common / "ondevice-bisect.lock"
+
+
+def _read_lines(path: Path) -> list[str]:
+    try:
+        return [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return []
+
+
+def _note_scratch(common: Path, scratch: str) -> None:
+    """The lock names the run's scratch dir too, for the run after one killed outright."""
+    with open(_lock_path(common), "a") as f:
+        f.write(f"{scratch}\n")
+
+
+def _remove_leftovers(top: Path, common: Path, dead: list[str] | None, say) -> None:
+    """What a bisection killed outright (SIGKILL, a machine that went down) left: its worktree
+    under .git/ondevice-bisect/, its bisect state and its scratch dir. Called holding the
+    lock, so nothing there belongs to a live run; said in one line."""
+    place = common / "ondevice-bisect"
+    worktrees = _worktrees_under(top, place)
+    scratch = _dead_scratch(dead)
+    if not worktrees and scratch is None:
+        return
+    for work in worktrees:
+        if work.is_dir():  # (git may list one whose directory is gone: the prune below drops it)
+            _clean(top, work)
+            shutil.rmtree(work, ignore_errors=True)  # one git never registered (killed while adding it)
+    with contextlib.suppress(BisectError):
+        _git(top, "worktree", "prune")
+    with contextlib.suppress(OSError):
+        place.rmdir()
+    if scratch is not None:
+        shutil.rmtree(scratch, ignore_errors=True)
+    who = f"pid {dead[0]}" if dead and dead[0].isdigit() else "its process is gone"
+    left = [_shown_path(w, top) for w in worktrees] + ([str(scratch)] if scratch is not None else [])
+    say(f"pytest-ondevice bisect: removed what a bisection killed before its clean-up left ({who}): {', '.join(left)}")
+
+
+def _worktrees_under(top: Path, place: Path) -> list[Path]:
+    """Worktrees in place: those git lists, and directories it does not (yet) know."""
+    found = []
+    with contextlib.suppress(BisectError):
+        for line in _git(top, "worktree", "list", "--porcelain").splitlines():
+            if line.startswith("worktree ") and Path(line[9:]).resolve().parent == place.resolve():
+                found.append(Path(line[9:]))
+    if place.is_dir():
+        known = {w.resolve() for w in found}
+        found += [d for d in sorted(place.iterdir()) if d.is_dir() and d.resolve() not in known]
+    return found
+
+
+def _dead_scratch(dead: list[str] | None) -> Path | None:
+    """The dead run's scratch dir, as its lock named it, if it is still there (and is one of ours)."""
+    if not dead or len(dead) < 2:
+        return None
+    scratch = Path(dead[1])
+    return scratch if scratch.name.startswith("ondevice-bisect-") and scratch.is_dir() else None
+
+
+def _shown_path(path: Path, top: Path) -> str:
+    with contextlib.suppress(ValueError):
+        return str(path.resolve().relative_to(top.resolve()))
+    return str(path)
 
 
 def _rev(repo: Path, name: str) -> str:

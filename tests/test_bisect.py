@@ -127,6 +127,56 @@ def test_a_second_bisect_on_the_same_repository_is_refused(repo):
     assert f"another pytest-ondevice bisect (pid {os.getpid()}) is running on this repository" in result.stderr
 
 
+def test_a_bisect_killed_outright_leaves_nothing_once_the_next_one_runs(repo, tmp_path):
+    """SIGKILL gives no chance to clean up: its worktree (detached HEAD), bisect state and
+    scratch dir stayed for good. The next bisect sees the lock's holder is dead, removes what
+    it left and says so in one line."""
+    before = state(repo.path)
+    env = private_tmpdir(tmp_path)
+    cli = [sys.executable, "-c", "import sys; from pytest_ondevice.cli import main; sys.exit(main())", "bisect"]
+    proc = subprocess.Popen(
+        [*cli, "--good", repo.commits[1], "--board=host", "scale_test.c::ScalesByTwo"],
+        cwd=repo.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        env=env,
+    )
+    seen = ""
+    deadline = time.monotonic() + 120
+    assert proc.stdout is not None
+    while "revisions, about" not in seen and time.monotonic() < deadline:  # in git bisect run now
+        seen += proc.stdout.readline()
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=60)
+    common = Path(repo.path, git(repo.path, "rev-parse", "--git-common-dir").strip())
+    (left,) = (common / "ondevice-bisect").iterdir()  # what the killed run left
+    assert (
+        str(left) in git(repo.path, "worktree", "list")
+        and (common / "ondevice-bisect.lock").read_text().split()[0] == str(proc.pid)  # the lock says whose
+    )
+    (scratch,) = Path(env["TMPDIR"]).glob("ondevice-bisect-*")
+
+    again = subprocess.run(
+        [*cli, "--good", repo.commits[10], "--board=host", "scale_test.c::ScalesByTwo"],  # refused after the clean-up
+        cwd=repo.path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert again.returncode == 2, again.stdout + again.stderr
+    assert (
+        f"pytest-ondevice bisect: removed what a bisection killed before its clean-up left (pid {proc.pid}): "
+        f"{left.relative_to(repo.path)}, {scratch}" in again.stdout
+    ), again.stdout
+    assert state(repo.path) == before  # no worktree left, none of the dead run's nor the second's
+    assert not left.exists() and not scratch.exists() and not (common / "ondevice-bisect").exists()
+    assert "refs/bisect" not in git(repo.path, "for-each-ref")
+    assert not (common / "ondevice-bisect.lock").exists()
+
+
 def slow_to_clean_up(where: Path) -> dict:
     """The environment of a bisection whose steps' pytest takes a second to end its run
     after Ctrl-C (as one with leases to release does), its run dir under where/.tmp."""
