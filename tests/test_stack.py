@@ -65,6 +65,36 @@ def test_a_known_array_is_measured_at_its_size_plus_a_small_overhead(project, bo
     )
 
 
+WITH_BENCH = """
+#include "micro_test.h"
+static volatile int sink;
+TF_LITE_MICRO_TESTS_BEGIN
+TF_LITE_MICRO_TEST(OneLine) { TF_LITE_MICRO_EXPECT(sink == 0); }
+TF_LITE_MICRO_TEST(Bench) { ONDEVICE_BENCH("add", 1, 8) { sink = sink + 0; } }
+TF_LITE_MICRO_TESTS_END
+"""
+
+
+@pytest.mark.parametrize(
+    "board",
+    [
+        "host",
+        pytest.param("rpi", marks=pytest.mark.slow),
+        pytest.param("bluepill-qemu", marks=[pytest.mark.slow, NEEDS_QEMU]),
+    ],
+)
+def test_a_one_line_case_reads_main_s_frame_and_little_more_on_every_board(project, board):
+    """Counted from the top of main's frame on every architecture (the frame pointer was its
+    bottom on Arm: 68 bytes on a Pi), without the RSS sampler's 4 KiB buffer (inlined into
+    main: 4 300 bytes on the host) or a bench's samples (in main's frame, in every case's figure)."""
+    project.write("one_line_test.c", WITH_BENCH)
+    junit = project.path / "junit.xml"
+    args = ("--device=qemu",) if board == "rpi" else ()
+    project.run(f"--junitxml={junit}", *args, board=board).assert_outcomes(passed=2)
+    stack = junit_stack(junit)
+    assert 160 <= stack["OneLine"] < 2 * OVERHEAD, stack  # measured 188-244 bytes
+
+
 OVERFLOW = """
 #include "micro_test.h"
 __attribute__((noinline)) static int deep(volatile int n) {{
