@@ -593,4 +593,5 @@ def _summary(n: dict[str, int], logs: Path, objects: BuildStats, workers: int = 
     if n["pushed"] or n["push_skipped"]:
         deploy = f"; {n['pushed']} pushed, {n['push_skipped']} already on the device"
     by = f" (by {workers} workers)" if workers else ""
-    return f"ondevice build: {build}; {n['runs']} binaries run{deploy}{by}; logs in {logs}"
+    runs = f"{n['runs']} binar{'y' if n['runs'] == 1 else 'ies'} run"
+    return f"ondevice build: {build}; {runs}{deploy}{by}; logs in {logs}"

@@ -38,6 +38,7 @@ def docs_command(page: str | None) -> int:
         for name in pages():
             print(f"  {name:24} {_title(MANUAL / f'{name}.md')}")
         return 0
+    page = page.split("#", 1)[0]  # a link's anchor: the page is printed whole
     path = MANUAL / f"{page.removesuffix('.md').removeprefix('docs/')}.md"
     if not path.is_file():
         close = difflib.get_close_matches(page, pages(), n=3, cutoff=0.6) or [n for n in pages() if page in n]

@@ -21,6 +21,8 @@ def test_docs_lists_the_pages_with_their_titles(capsys):
 def test_docs_prints_a_page_and_suggests_a_near_name(capsys):
     assert cli.main(["docs", "bench"]) == 0
     assert capsys.readouterr().out == (REPO / "docs" / "bench.md").read_text()
+    assert cli.main(["docs", "bench.md#instrumented-builds-are-not-latency"]) == 0  # a link as the pages write it
+    assert capsys.readouterr().out == (REPO / "docs" / "bench.md").read_text()
     assert cli.main(["docs", "benhc"]) == 2
     assert "no page 'benhc'; did you mean bench?" in capsys.readouterr().err
 

@@ -786,7 +786,7 @@ def test_a_binary_that_closes_its_output_and_keeps_running_is_waited_for(pi):
     )
     result = run(pi, "--device-timeout=30")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*1 binaries run; 1 pushed, 0 already on the device*"])
+    result.stdout.fnmatch_lines(["*1 binary run; 1 pushed, 0 already on the device*"])
 
 
 @pytest.mark.parametrize("shell", ["/usr/bin/fish", "/usr/sbin/nologin"])

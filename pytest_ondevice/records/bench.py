@@ -202,7 +202,8 @@ def memory_lines(rows: list[dict], stacks: dict[str, int | None], every: bool = 
         size = stacks.get(board)
         deepest = mine[0]["median"]
         of = f" of its {_num(size)}-byte stack ({deepest / size:.0%})" if size else ""
-        lines.append(f"{board}: {len(mine)} cases, the deepest {_num(deepest)} bytes{of}")
+        cases = f"{len(mine)} case{'' if len(mine) == 1 else 's'}"
+        lines.append(f"{board}: {cases}, the deepest {_num(deepest)} bytes{of}")
         shown = mine if every else mine[:MEMORY_SHOWN]
         width = max(len(r.get("case", "")) for r in shown)
         for r in shown:
