@@ -107,9 +107,15 @@ class OnDeviceSession:
         self._lock = threading.Lock()
         # read once per session: an edit between two runs in one process is seen
         self._dir_configs = functools.cache(
-            lambda d: dirconfig.load(dirconfig.find(d, self.settings.rootdir), d.resolve(), self.settings.test_patterns)
+            lambda d: dirconfig.load(
+                dirconfig.find(d, self.settings.rootdir), d.resolve(), self.settings.test_patterns, self._board_names
+            )
         )
         self.runs = 0
+
+    @functools.cached_property
+    def _board_names(self) -> frozenset[str]:
+        return frozenset(self.registry.names())
 
     # -- building ------------------------------------------------------------
     def prebuild(self, specs: list[BinarySpec]) -> None:

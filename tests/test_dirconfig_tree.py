@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 
+import pytest
 from conftest import QUIET
 
 KERNEL = "int {name}_value(void) {{ return {value}; }}\n"
@@ -158,3 +159,18 @@ def test_a_link_error_is_a_failure_unless_every_case_was_compiled_out(project):
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(["*link failed*", "*undefined reference to*not_linked_anywhere*"])
     assert "compiled out" not in result.stdout.str()
+
+
+@pytest.mark.parametrize(
+    ("table", "says"),
+    [
+        ("[board.hots]", "[board.hots] names no known board (did you mean 'board.host'?)"),
+        ("[kind.baremetl]", "unknown key 'kind.baremetl' (did you mean 'kind.baremetal'?)"),
+    ],
+)
+def test_a_mistyped_board_or_kind_table_is_an_error_naming_it(project, monkeypatch, table, says):
+    """A table for no board or kind would apply to nothing, in silence."""
+    _tree(project, monkeypatch, CONFIG.replace("[board.host]", table))
+    result = project.run()
+    assert result.parseoutcomes().get("errors") == 2, result.stdout.str()
+    assert f"ondevice.toml: {says}" in result.stdout.str()

@@ -9,9 +9,11 @@ overrides such as a timeout. Paths and flags may name environment variables
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import os
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,7 +39,7 @@ _BOARD_KEYS = {k: list for k in ("include_dirs", "defines", "cflags", "cxxflags"
 SPEC = {
     "sources": list,
     "exclude": list,  # globs taken out of sources (kernels/*.cc also matches kernels/*_test.cc)
-    "kind": {"*": _BOARD_KEYS},  # [kind.baremetal], [kind.linux], [kind.host]: per kind of board
+    "kind": {k: _BOARD_KEYS for k in ("host", "linux", "baremetal")},  # [kind.baremetal]: per kind of board
     "board": {"*": _BOARD_KEYS},  # [board.mps2-an386]: one board, after its kind
     "prebuilt": list,
     "pkg_config": list,
@@ -218,6 +220,15 @@ def find(start: Path, stop: Path) -> Path | None:
     return None
 
 
+def _check_board_tables(tables: dict, boards: Collection[str], path: Path) -> None:
+    """A [board.NAME] of no known board would apply to nothing, in silence."""
+    for name in tables:
+        if boards and name not in boards:
+            hint = difflib.get_close_matches(name, list(boards), n=1)
+            also = f" (did you mean 'board.{hint[0]}'?)" if hint else ""
+            raise ConfigError(f"{path}: [board.{name}] names no known board{also}; pytest-ondevice boards lists them")
+
+
 def _repository_root(path: Path) -> Path:
     for d in [path, *path.parents]:
         if (d / ".git").exists() or (d / ".hg").exists():
@@ -225,12 +236,19 @@ def _repository_root(path: Path) -> Path:
     return path
 
 
-def load(path: Path | None, fallback_root: Path, test_patterns: tuple[str, ...] = TEST_PATTERNS) -> DirConfig:
-    """test_patterns: the collected test sources, which never go into the library."""
+def load(
+    path: Path | None,
+    fallback_root: Path,
+    test_patterns: tuple[str, ...] = TEST_PATTERNS,
+    boards: Collection[str] = (),
+) -> DirConfig:
+    """test_patterns: the collected test sources, which never go into the library; boards:
+    the names a [board.NAME] table may take (none given: any)."""
     if path is None:
         return DirConfig(None, fallback_root)
     data = load_toml(path)
     check(data, SPEC, path)
+    _check_board_tables(data.get("board", {}), boards, path)
     data = _expand(data, path)
     cfg = DirConfig(path, path.parent.resolve())
     excluded = [cfg.root / p for p in data.get("exclude", [])]
