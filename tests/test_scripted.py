@@ -258,6 +258,18 @@ def test_build_goes_through_the_store_and_a_broken_source_is_the_tests_failure(p
     assert "broken.c did not build" in text and "missing_symbol" in text, text
 
 
+
+def test_an_ondevice_toml_mistake_is_the_tests_error_naming_file_and_key(project):
+    """Not a failure with a traceback through the plugin: the project's, as a C case's is."""
+    project.write("prog.c", "int main(void) { return 0; }\n")
+    project.write("ondevice.toml", 'include_dir = ["inc"]\n')
+    result = run_tests(project, "def test_build(device):\n    device.build('prog.c')\n")
+    assert outcomes(result) == {"test_build": "ERROR"}
+    text = result.stdout.str()
+    assert "ondevice.toml: unknown key 'include_dir' (did you mean 'include_dirs'?)" in text, text
+    assert "dirconfig.py" not in text and "Traceback" not in text
+
+
 FILES = """
 def test_push_run_pull(device, tmp_path):
     model = tmp_path / "model.bin"

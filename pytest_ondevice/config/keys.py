@@ -49,3 +49,5 @@ def fleet_path(config: pytest.Config):
 
 # the user property of a scripted test whose device failed it (an error, not a failure)
 INFRASTRUCTURE_PROPERTY = "ondevice_infrastructure"
+# a scripted test that met a configuration or toolchain error: an error too, not the device's
+SETUP_PROPERTY = "ondevice_setup_error"

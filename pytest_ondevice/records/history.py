@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from ..config.keys import INFRASTRUCTURE_PROPERTY
+from ..config.keys import INFRASTRUCTURE_PROPERTY, SETUP_PROPERTY
 from .failmessage import MESSAGE_MAX, failure_text
 
 SCHEMA_VERSION = 3
@@ -591,7 +591,7 @@ class _Test:
         if self.phases.get("setup") == "failed" or self.phases.get("collect") == "failed":
             return "error"
         if self.phases.get("call") == "failed":  # a scripted test's lost device: an error, as the terminal says
-            return "error" if INFRASTRUCTURE_PROPERTY in self.props else "failed"
+            return "error" if INFRASTRUCTURE_PROPERTY in self.props or SETUP_PROPERTY in self.props else "failed"
         if self.phases.get("teardown") == "failed":
             return "error"
         if "skipped" in self.phases.values():

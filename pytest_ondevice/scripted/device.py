@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from ..build import toolchain
 from ..build.builder import Artifact, BuildError
 from ..config.board import Board, Memory
+from ..config.schema import ConfigError
 from ..farm.fleet import Device as FleetDevice
 from ..transports import Clock, Deployed, InfrastructureError, Interactive, Transport
 from ..transports.runloop import drive
@@ -34,6 +35,12 @@ if TYPE_CHECKING:
 SOURCE_SUFFIXES = {".c", ".cc", ".cpp", ".cxx", ".S", ".s"}
 OUTPUT_KEPT = 16 << 20  # of one device.run()'s stdout in memory, by default: its first and last halves
 INPUT_GONE_S = 10.0  # for the input's writer to see the program closed
+
+
+class SetupError(Exception):
+    """What the project's configuration or the machine lacks (an ondevice.toml mistake, a
+    missing compiler): the test's item is an error naming it, as a C case's is, never a
+    failure with a traceback of our plumbing."""
 
 
 class BuildFailed(AssertionError):
@@ -159,8 +166,8 @@ class Device:
             return self._session.build_source(self.board, path)
         except BuildError as e:
             raise BuildFailed(f"{self.where}: {path} did not build:\n{e}") from None
-        except toolchain.ToolchainError as e:
-            raise InfrastructureError(str(e)) from None
+        except (toolchain.ToolchainError, ConfigError) as e:
+            raise SetupError(str(e)) from None
 
     def deploy(self, program: Artifact | str | os.PathLike[str]) -> Deployed:
         """The program put on the device (a source is built first): pushed through the device

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..config.keys import INFRASTRUCTURE_PROPERTY, SESSION_KEY, selected_boards
+from ..config.keys import INFRASTRUCTURE_PROPERTY, SESSION_KEY, SETUP_PROPERTY, selected_boards
 
 if TYPE_CHECKING:
     from ..runner import OnDeviceSession
@@ -213,7 +213,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     board = getattr(getattr(item, "callspec", None), "params", {}).get("device")
     if call.when == "setup" and board and not any(name == "board" for name, _ in item.user_properties):
         item.user_properties.append(("board", board))  # a skipped test too: the history files it by board
+    from .device import SetupError
+
     excinfo = call.excinfo
+    if excinfo is not None and isinstance(excinfo.value, SetupError) and call.when == "call":
+        report.longrepr = str(excinfo.value)  # the project's or the machine's, not the test's failure
+        report.user_properties.append((SETUP_PROPERTY, str(excinfo.value)))
+        item.user_properties.append((SETUP_PROPERTY, str(excinfo.value)))
     if excinfo is not None and isinstance(excinfo.value, InfrastructureError) and call.when == "call":
         message = str(excinfo.value)
         item.stash[INFRA] = message
@@ -231,7 +237,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 
 def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> tuple[str, str, Any] | None:
-    if report.when == "call" and report.failed and any(name == PROPERTY for name, _ in report.user_properties):
+    errors = (PROPERTY, SETUP_PROPERTY)
+    if report.when == "call" and report.failed and any(name in errors for name, _ in report.user_properties):
         return "error", "E", "ERROR"
     return None
 
