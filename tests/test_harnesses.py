@@ -107,10 +107,10 @@ def test_a_missing_harness_library_names_the_package(project):
     result = project.run("--build-only", board="nolib-arm")
     result.assert_outcomes(errors=4)  # the library is the machine's set-up: errors, never failures
     result.stdout.fnmatch_lines(
-        ["*ERROR at setup of Kernel.* on nolib-arm*", "nolib-arm: *pkg-config found no gtest_main*"]
-    )
+        ["*ERROR at setup of Kernel.* on nolib-arm*", "nolib-arm: pkg-config found no gtest_main*"]
+    )  # the harness's library, not the project's ondevice.toml: no file is blamed
     assert "pkg-config found no gtest_main for board nolib-arm" in result.stdout.str()
-    assert "apt-get install libgtest-dev:arm64" in result.stdout.str()
+    assert "dpkg --add-architecture arm64 && apt-get update && apt-get install libgtest-dev:arm64" in result.stdout.str()
 
 
 @pytest.mark.slow

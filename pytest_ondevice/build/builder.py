@@ -93,8 +93,9 @@ def _install_hint(board: Board, needs: Needs) -> str:
         return ""
     arch = debian_arch(board.arch)
     package = needs.debian_package + (f":{arch}" if arch else "")
-    more = " (scripts/setup.sh --arm64-libs)" if arch == "arm64" else ""
-    return f"install it: apt-get install {package}{more}"
+    if arch:  # another architecture's package: dpkg must be told of it first (multiarch)
+        return f"install it: dpkg --add-architecture {arch} && apt-get update && apt-get install {package}"
+    return f"install it: apt-get install {package}"
 
 
 @dataclass(frozen=True)

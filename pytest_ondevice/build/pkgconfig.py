@@ -34,11 +34,11 @@ def flags_for(board: Board, cfg: DirConfig, packages: tuple[str, ...] | None = N
         cflags = _run([*argv, "--cflags"], env)
         libs = _run([*argv, "--libs"], env)
     except FileNotFoundError:
-        raise PkgConfigError("pkg-config not found: apt-get install pkgconf (or run scripts/setup.sh)") from None
+        raise PkgConfigError("pkg-config not found: apt-get install pkgconf") from None
     except subprocess.CalledProcessError as e:
         where = env.get("PKG_CONFIG_LIBDIR", env.get("PKG_CONFIG_PATH", ""))
         raise PkgConfigError(
-            f"{cfg.path or cfg.root}: pkg-config found no {' '.join(packages)} for board {board.name} "
+            f"{_asker(cfg, packages)}pkg-config found no {' '.join(packages)} for board {board.name} "
             f"(searched {where or 'the default path'}): {e.stderr.strip()}" + (f"\n{hint}" if hint else "")
         ) from None
     return BuildFlags(
@@ -70,3 +70,8 @@ def _run(argv: list[str], env: dict[str, str]) -> list[str]:
 
 def merged(base: BuildFlags, more: BuildFlags) -> BuildFlags:
     return BuildFlags(*(getattr(base, f) + getattr(more, f) for f in BuildFlags.__dataclass_fields__))
+
+
+def _asker(cfg: DirConfig, packages: list[str] | tuple[str, ...]) -> str:
+    """Who asked for the packages: the ondevice.toml that names them, or none (a harness's own)."""
+    return f"{cfg.path}: " if cfg.path is not None and set(packages) <= set(cfg.pkg_config) else ""
