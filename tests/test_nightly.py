@@ -89,3 +89,15 @@ def test_the_nightly_job_with_bisect_names_the_commit_of_a_planted_bug_and_a_slo
     with sqlite3.connect(tmp_path / "out" / "history.db") as db:  # the slower kernel: found in plain figures
         latency = db.execute("SELECT DISTINCT variant FROM benches WHERE name = 'work_kernel'").fetchall()
     assert latency == [("plain",)]
+
+
+def test_a_night_whose_tests_are_not_there_stops_saying_so(tmp_path):
+    """xdist swallows pytest's "file or directory not found": the job would report a night of
+    no tests (as a copy from `pytest-ondevice nightly DIR` run without TESTS once did)."""
+    env = {**os.environ, "TESTS": "no-such-dir", "OUT": str(tmp_path / "out")}
+    done = subprocess.run(
+        ["bash", str(REPO / "examples/nightly/run.sh")], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    assert "nightly: TESTS=no-such-dir does not exist here" in done.stderr
+    assert not (tmp_path / "out" / "history.db").exists()

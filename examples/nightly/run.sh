@@ -19,6 +19,11 @@ here="$(cd "$(dirname "$0")" && pwd)"
 FLEET="${FLEET:-$here/farm.toml}"
 OUT="${OUT:-out}"
 TESTS="${TESTS:-examples/}"
+# under -n, xdist swallows pytest's "file or directory not found": a night of no tests
+if [ ! -e "$TESTS" ]; then
+  echo "nightly: TESTS=$TESTS does not exist here ($(pwd)): set TESTS to your tests' directory" >&2
+  exit 2
+fi
 mkdir -p "$OUT"
 
 # What is reachable and what is missing; a board that cannot run is said here and
