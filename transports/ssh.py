@@ -1,10 +1,11 @@
 """The `ssh` transport: a Linux board reached over SSH (Raspberry Pi, Jetson, ...).
 
 One Fabric/paramiko connection per device per session, reused for every push
-and exec. Host keys are verified against known_hosts (fabric alone would
-accept any key). Binaries go to a hash-named cache on the device that only the
-device user can write (device_cache.py has the rules), so an unchanged binary
-is never pushed twice, and run from a per-session dir removed at the end.
+and exec. Host keys are verified as OpenSSH verifies them, against the
+known_hosts files it would read for the host (fabric alone would accept any
+key). Binaries go to a hash-named cache on the device that only the device
+user can write (device_cache.py has the rules), so an unchanged binary is
+never pushed twice, and run from a per-session dir removed at the end.
 Every command runs under `sh` (the login shell parses only a fixed stub), and
 a "keeper" shell per session runs our housekeeping and, when the connection
 ends for any reason, ends the session's processes: sshd does not signal a
@@ -17,12 +18,16 @@ not the test wrong.
 from __future__ import annotations
 
 import contextlib
+import functools
+import getpass
+import hmac
 import os
 import re
 import shlex
 import socket
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -106,7 +111,6 @@ class SshTransport(LinuxDevice):
         config = Config(runtime_ssh_path=str(ssh_config)) if ssh_config else Config()
         timeout = float(self.options.get("connect_timeout", CONNECT_TIMEOUT))
         conn = Connection(self.target, config=config, connect_timeout=timeout)
-        known = _known_hosts_files(conn.ssh_config)
         hop = conn
         while isinstance(hop, Connection):  # the device, then each ProxyJump host on the way
             self._verify_host_keys(hop)
@@ -115,15 +119,10 @@ class SshTransport(LinuxDevice):
         try:
             if conn.gateway is None:  # direct: our own socket, so TCP_NODELAY holds from the first packet
                 conn.connect_kwargs["sock"] = _nodelay_socket(conn.host, int(conn.port), timeout)
-            conn.connect_kwargs["transport_factory"] = _aead_first_transport
             conn.open()
-        except paramiko.BadHostKeyException as e:
-            raise InfrastructureError(
-                f"{where}: the host key has CHANGED (known {e.expected_key.get_name()} "
-                f"{e.expected_key.fingerprint}, offered {e.key.fingerprint}); this may be an attack, or the "
-                f"device was reinstalled. If you trust it: ssh-keygen -R '{_key_name(e.hostname, int(conn.port))}'"
-                f"{_file_flag(known)}"
-            ) from None
+        except (_ChangedKey, _UnknownKey) as e:  # the device's key, or a ProxyJump host's on the way
+            _close_hops(conn)
+            raise InfrastructureError(f"{where}: {e.explain()}") from None
         except paramiko.AuthenticationException as e:
             raise InfrastructureError(
                 f"{where}: authentication failed ({e}); check the key (IdentityFile) or ssh-agent"
@@ -133,16 +132,6 @@ class SshTransport(LinuxDevice):
                 raise InfrastructureError(
                     f"{where}: no key to log in with: no IdentityFile for this host in the ssh config, no "
                     "~/.ssh/id_* key and no ssh-agent; add an IdentityFile for it to ~/.ssh/config"
-                ) from None
-            unknown = re.match(r"Server '(.+)' not found in known_hosts", str(e))
-            if unknown:  # the device's key, or a ProxyJump host's on the way
-                name = unknown.group(1)
-                host, port = _host_port(name)
-                raise InfrastructureError(
-                    f"{where}: unknown host key for {name} (not in "
-                    f"{', '.join(map(str, known)) or '~/.ssh/known_hosts'}). Check its fingerprint and add it "
-                    f"(ssh-keyscan -p {port} {host} >> {known[0] if known else '~/.ssh/known_hosts'}), "
-                    "or let a farm set-up accept new keys: ondevice_ssh_accept_new_host_keys = true"
                 ) from None
             raise InfrastructureError(f"{where}: SSH failed: {e}") from None
         except (OSError, EOFError) as e:
@@ -193,20 +182,15 @@ class SshTransport(LinuxDevice):
             return sftp
 
     def _verify_host_keys(self, conn: Any) -> None:
-        """What fabric leaves out: known_hosts loaded, and a policy other than accept-anything."""
-        import paramiko
-
-        known = _known_hosts_files(conn.ssh_config)
-        client = conn.client
-        with contextlib.suppress(OSError):
-            client.load_system_host_keys()
-        for path in known:
-            if path.is_file():
-                client.load_host_keys(str(path))
-        if self.options.get("accept_new_host_keys"):
-            client.set_missing_host_key_policy(_AcceptNew(known[0] if known else None))
-        else:
-            client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        """What fabric leaves out: the host key checked as OpenSSH checks it, against the
+        known_hosts files its ssh config names and no others; the key types known for the
+        host offered first, as OpenSSH does (else the device may show a key of another type)."""
+        known = KnownHosts.of(conn)
+        name = _key_name(conn.host, int(conn.port))
+        conn.client.set_missing_host_key_policy(_HostKeyCheck(known, bool(self.options.get("accept_new_host_keys"))))
+        conn.connect_kwargs["transport_factory"] = functools.partial(
+            _aead_first_transport, known_types=known.key_types(name)
+        )
 
     # -- deploy ------------------------------------------------------------------
     def _fs(self, role: str) -> device_cache.DeviceFs:
@@ -346,6 +330,15 @@ class _SshRun(RunStream):
         self.chan.close()
 
 
+def _close_hops(conn: Any) -> None:
+    """A refused key leaves paramiko's transport (and a jump host's) running: end them now."""
+    hop = conn
+    while hop is not None and hasattr(hop, "client"):
+        with contextlib.suppress(Exception):
+            hop.client.close()
+        hop = hop.gateway
+
+
 def _nodelay_socket(host: str, port: int, timeout: float) -> socket.socket:
     """Without TCP_NODELAY every exec and SFTP request waits ~40 ms (Nagle + delayed ACK)."""
     sock = socket.create_connection((host, port), timeout)
@@ -353,11 +346,12 @@ def _nodelay_socket(host: str, port: int, timeout: float) -> socket.socket:
     return sock
 
 
-def _aead_first_transport(*args: Any, **kwargs: Any) -> Any:
+def _aead_first_transport(*args: Any, known_types: Sequence[str] = (), **kwargs: Any) -> Any:
     """A paramiko Transport that offers AES-GCM first (a device without it still gets the
     rest of paramiko's list). Its MAC is part of the cipher, done in OpenSSL: paramiko's
     CTR + HMAC computes each packet's MAC and compares it byte by byte in Python, on the
-    few hundred packets of every binary pushed."""
+    few hundred packets of every binary pushed. The host key types known for the device
+    come first too (OpenSSH's order_hostkeyalgs): its key is then one we can check."""
     import paramiko
 
     transport = paramiko.Transport(*args, **kwargs)
@@ -366,21 +360,145 @@ def _aead_first_transport(*args: Any, **kwargs: Any) -> Any:
     options.ciphers = tuple(c for c in ciphers if c.endswith("-gcm@openssh.com")) + tuple(
         c for c in ciphers if not c.endswith("-gcm@openssh.com")
     )
+    wanted = {t for k in known_types for t in (RSA_TYPES if k == "ssh-rsa" else (k,))}
+    types = options.key_types
+    options.key_types = tuple(t for t in types if t in wanted) + tuple(t for t in types if t not in wanted)
     return transport
 
 
-def _known_hosts_files(ssh_config: Any) -> list[Path]:
-    value = ssh_config.get("userknownhostsfile")
+RSA_TYPES = ("rsa-sha2-512", "rsa-sha2-256", "ssh-rsa")  # the signatures an ssh-rsa key makes
+USER_KNOWN_HOSTS = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")  # OpenSSH's defaults
+GLOBAL_KNOWN_HOSTS = ("/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2")
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """One key of a known_hosts file, with where it is (what `ssh-keygen -R -f` needs)."""
+
+    path: Path
+    line: int
+    names: tuple[str, ...]
+    key: Any  # a paramiko PKey
+
+
+class KnownHosts:
+    """The known_hosts files OpenSSH reads for one host, and no others: the files its
+    `UserKnownHostsFile` names (default ~/.ssh/known_hosts, ~/.ssh/known_hosts2), then its
+    `GlobalKnownHostsFile` (default /etc/ssh/ssh_known_hosts{,2}); `none` names no file."""
+
+    def __init__(self, user: list[Path], system: list[Path]) -> None:
+        self.user, self.system = user, system
+        self._entries: list[_Entry] | None = None
+
+    @classmethod
+    def of(cls, conn: Any) -> KnownHosts:
+        """The files of a fabric Connection's ssh config, as OpenSSH expands their names."""
+        config = conn.ssh_config
+        user = _config_paths(config.get("userknownhostsfile"), USER_KNOWN_HOSTS, conn)
+        system = _config_paths(config.get("globalknownhostsfile"), GLOBAL_KNOWN_HOSTS, conn)
+        return cls(user, system)
+
+    @property
+    def files(self) -> list[Path]:
+        return [*self.user, *self.system]
+
+    def entries(self, name: str) -> list[_Entry]:
+        """Every key listed for the host `name` (`host`, or `[host]:port` off port 22)."""
+        if self._entries is None:
+            self._entries = [e for path in dict.fromkeys(self.files) for e in _read_known_hosts(path)]
+        return [e for e in self._entries if _names_match(e.names, name)]
+
+    def key_types(self, name: str) -> list[str]:
+        return list(dict.fromkeys(e.key.get_name() for e in self.entries(name)))
+
+    def check(self, name: str, key: Any) -> list[_Entry] | None:
+        """OpenSSH's rule: [] when any entry holds the key; the entries of its type holding
+        another key (it CHANGED); None when none of its type is known."""
+        entries = self.entries(name)
+        if any(e.key.asbytes() == key.asbytes() for e in entries):
+            return []
+        stale = [e for e in entries if e.key.get_name() == key.get_name()]
+        return stale or None
+
+
+def _config_paths(value: Any, default: Sequence[str], conn: Any) -> list[Path]:
+    """An ssh_config list of files: quoted names, `~`, `%d`-style tokens and ${VAR} expanded."""
     if not value:
-        return [Path("~/.ssh/known_hosts").expanduser()]
-    items = value if isinstance(value, list) else str(value).split()
-    return [Path(os.path.expanduser(v)) for v in items]
+        items = list(default)
+    elif isinstance(value, list):
+        items = [w for v in value for w in _words(str(v))]
+    else:
+        items = _words(str(value))
+    if [i.lower() for i in items] == ["none"]:
+        return []
+    return [Path(_expand(item, conn)) for item in items]
 
 
-def _host_port(key_name: str) -> tuple[str, int]:
-    """known_hosts names a host `name` (port 22) or `[name]:port`."""
-    bracketed = re.fullmatch(r"\[(.+)\]:(\d+)", key_name)
-    return (bracketed.group(1), int(bracketed.group(2))) if bracketed else (key_name, 22)
+def _words(text: str) -> list[str]:
+    try:
+        return shlex.split(text)
+    except ValueError:  # an unbalanced quote: as written
+        return text.split()
+
+
+def _expand(path: str, conn: Any) -> str:
+    """The tokens OpenSSH expands in a known_hosts file's name (those a path would use)."""
+    home = os.path.expanduser("~")
+    tokens = {
+        "%": "%",
+        "d": home,
+        "u": getpass.getuser(),
+        "h": str(conn.host),
+        "p": str(conn.port),
+        "r": str(conn.user),
+        "n": str(conn.original_host),
+    }
+    path = re.sub(r"%(.)", lambda m: tokens.get(m.group(1), m.group(0)), os.path.expanduser(path))
+    return re.sub(r"\$\{(\w+)\}", lambda m: os.environ.get(m.group(1), ""), path)
+
+
+def _read_known_hosts(path: Path) -> list[_Entry]:
+    """A known_hosts file's keys (a missing or unreadable file has none, as for OpenSSH);
+    marker lines (@cert-authority, @revoked) and lines paramiko cannot read are left out."""
+    from paramiko.hostkeys import HostKeyEntry
+
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+    found = []
+    for number, line in enumerate(lines, 1):
+        line = line.strip()
+        if not line or line.startswith(("#", "@")):
+            continue
+        try:
+            entry = HostKeyEntry.from_line(line, number)
+        except Exception:  # a key of a type paramiko lacks, bad base64: OpenSSH skips such lines too
+            continue
+        if entry is not None and entry.key is not None:
+            found.append(_Entry(path, number, tuple(entry.hostnames), entry.key))
+    return found
+
+
+def _names_match(patterns: Sequence[str], name: str) -> bool:
+    """known_hosts host patterns as OpenSSH matches them: hashed names, `*` and `?`, and a
+    `!` pattern that excludes the host whatever else matches."""
+    from paramiko.hostkeys import HostKeys
+
+    name = name.lower()
+    matched = False
+    for pattern in patterns:
+        if pattern.startswith("|1|"):
+            with contextlib.suppress(Exception):  # a hashed name that is not well formed matches nothing
+                matched = matched or hmac.compare_digest(HostKeys.hash_host(name, pattern), pattern)
+            continue
+        negated = pattern.startswith("!")
+        glob = re.escape(pattern[negated:].lower()).replace(r"\*", ".*").replace(r"\?", ".")
+        if re.fullmatch(glob, name):
+            if negated:
+                return False
+            matched = True
+    return matched
 
 
 def _key_name(host: str, port: int) -> str:
@@ -388,22 +506,66 @@ def _key_name(host: str, port: int) -> str:
     return host if port == 22 or host.startswith("[") else f"[{host}]:{port}"
 
 
-def _file_flag(known: list[Path]) -> str:
-    return f" -f {known[0]}" if known else ""
+class _HostKeyCheck:
+    """paramiko's host key policy, with nothing loaded into the client, so every key comes
+    here: OpenSSH's check (any listed key of the host matches), StrictHostKeyChecking=yes,
+    or accept-new (a first key trusted and written to the first UserKnownHostsFile)."""
 
-
-class _AcceptNew:
-    """OpenSSH's StrictHostKeyChecking=accept-new: trust a first key, refuse a changed one."""
-
-    def __init__(self, path: Path | None) -> None:
-        self.path = path
+    def __init__(self, known: KnownHosts, accept_new: bool) -> None:
+        self.known, self.accept_new = known, accept_new
 
     def missing_host_key(self, client: Any, hostname: str, key: Any) -> None:
-        client.get_host_keys().add(hostname, key.get_name(), key)
-        if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.path, "a") as f:
+        stale = self.known.check(hostname, key)
+        if stale:
+            raise _ChangedKey(hostname, key, stale)
+        if stale is not None:
+            return
+        if not self.accept_new:
+            raise _UnknownKey(hostname, self.known)
+        if self.known.user:
+            path = self.known.user[0]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "a") as f:
                 f.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+
+
+class _ChangedKey(Exception):
+    """The host offered a key other than the one (or ones) known for it."""
+
+    def __init__(self, name: str, key: Any, stale: list[_Entry]) -> None:
+        super().__init__(f"host key for {name} changed")
+        self.name, self.key, self.stale = name, key, stale
+
+    def explain(self) -> str:
+        """What the user sees: the known key and where it is, and the fix for that file."""
+        known = self.stale[0].key
+        where = ", ".join(f"{e.path} line {e.line}" for e in self.stale)
+        fixes = " and ".join(f"ssh-keygen -R '{self.name}' -f {p}" for p in dict.fromkeys(e.path for e in self.stale))
+        return (
+            f"the host key has CHANGED for {self.name} (known {known.get_name()} {known.fingerprint} in {where}; "
+            f"offered {self.key.fingerprint}); this may be an attack, or the device was reinstalled. "
+            f"If you trust it: {fixes}"
+        )
+
+
+class _UnknownKey(Exception):
+    """No key of the offered type is known for the host (OpenSSH's StrictHostKeyChecking=yes)."""
+
+    def __init__(self, name: str, known: KnownHosts) -> None:
+        super().__init__(f"Server {name!r} not found in known_hosts")
+        self.name, self.known = name, known
+
+    def explain(self) -> str:
+        bracketed = re.fullmatch(r"\[(.+)\]:(\d+)", self.name)
+        host, port = (bracketed.group(1), bracketed.group(2)) if bracketed else (self.name, "22")
+        files = self.known.user or self.known.system
+        into = str(files[0]) if files else "~/.ssh/known_hosts"
+        where = ", ".join(map(str, files)) or "no known_hosts file: UserKnownHostsFile none"
+        return (
+            f"unknown host key for {self.name} (not in {where}). Check its fingerprint and add it "
+            f"(ssh-keyscan -p {port} {host} >> {into}), "
+            "or let a farm set-up accept new keys: ondevice_ssh_accept_new_host_keys = true"
+        )
 
 
 def _track_exit_signals(transport: Any) -> None:
