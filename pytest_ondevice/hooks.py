@@ -3,8 +3,10 @@ ini, collection of C/C++ test sources, the build before the first test, reports.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import gc
+import hashlib
 import os
 import shutil
 import sys
@@ -368,6 +370,7 @@ class OnDevicePlugin:
         self.objects = BuildStats()  # xdist controller: the objects the workers compiled and reused
         self.nodes_down: list = []
         self.own_dirs: frozenset[Path] | None = None
+        self.errors_shown: ErrorsShown | None = None
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_ignore_collect(self, collection_path: Path, config: pytest.Config) -> bool | None:
@@ -469,8 +472,15 @@ class OnDevicePlugin:
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
         report = yield
         if call.excinfo is not None and isinstance(call.excinfo.value, DeviceInfrastructureError):
-            report.longrepr = str(call.excinfo.value)  # the cause, not a traceback of our plumbing
+            # the cause, not a traceback of our plumbing; in full once, not on every item it stops
+            report.longrepr = self._errors_shown(item.config).text(item.nodeid, str(call.excinfo.value))
         return report
+
+    def _errors_shown(self, config: pytest.Config) -> ErrorsShown:
+        if self.errors_shown is None:
+            session = config.stash.get(SESSION_KEY, None)
+            self.errors_shown = ErrorsShown(session.settings.run_dir if session is not None else None)
+        return self.errors_shown
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         ondevice = session.config.stash.get(SESSION_KEY, None)
@@ -552,6 +562,60 @@ class OnDevicePlugin:
         before = config.stash.get(SWITCH_INTERVAL_KEY, None)
         if before is not None:
             sys.setswitchinterval(before)
+
+
+class ErrorsShown:
+    """An infrastructure error in full at the first item it stops, and at every later item
+    (of any binary) a line pointing there: an unreachable device's 300-character message
+    was repeated on each of its items. Which item was first is agreed through the run dir,
+    so xdist workers show it once too; each item is still an error of its own."""
+
+    HEAD = 100  # characters of the message kept in the pointer
+
+    def __init__(self, run_dir: Path | None) -> None:
+        self.dir = run_dir / "errors-shown" if run_dir is not None else None
+        self.first: dict[str, str] = {}  # message -> the item that showed it (this process)
+
+    def text(self, nodeid: str, message: str) -> str:
+        first = self._first(nodeid, message)
+        if first == nodeid:
+            return message
+        return f"{self.gist(message)} (the same error as {first}: shown there in full)"
+
+    @classmethod
+    def gist(cls, message: str) -> str:
+        """The message up to its first clause's end (". ", "; ", " ("), at most HEAD characters."""
+        text = " ".join(message.split())
+        ends = [i for i in (text.find(mark, 20) for mark in (". ", "; ", " (")) if 0 < i <= cls.HEAD]
+        if ends:
+            return text[: min(ends)] + " ..."
+        return text if len(text) <= cls.HEAD else text[: cls.HEAD].rsplit(" ", 1)[0] + " ..."
+
+    def _first(self, nodeid: str, message: str) -> str:
+        if message not in self.first:
+            self.first[message] = self._claim(nodeid, message)
+        return self.first[message]
+
+    def _claim(self, nodeid: str, message: str) -> str:
+        """The item that shows the message in full: this one, unless another process claimed
+        it first (a file named by the message, linked whole into place: never read half written)."""
+        if self.dir is None:
+            return nodeid
+        path = self.dir / hashlib.sha256(message.encode(errors="replace")).hexdigest()[:32]
+        mine = path.with_suffix(f".{os.getpid()}")
+        try:
+            self.dir.mkdir(exist_ok=True)
+            mine.write_text(nodeid)
+            os.link(mine, path)
+        except FileExistsError:
+            with contextlib.suppress(OSError):
+                return path.read_text(errors="replace")
+        except OSError:  # the run dir is gone or not writable: shown in full, never lost
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                mine.unlink(missing_ok=True)
+        return nodeid
 
 
 def _numbers(ondevice: OnDeviceSession) -> dict[str, int]:

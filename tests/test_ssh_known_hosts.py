@@ -120,6 +120,21 @@ def test_without_user_known_hosts_file_openssh_defaults_are_read(pi, home, tmp_p
     assert openssh_connects(pi.sshd)[0] is True
 
 
+def test_an_unknown_host_key_is_said_once_in_full_on_a_run_of_eleven_items(pi):  # noqa: F811 - the fixture
+    """Each item is an error, one shows the fix, the others point at it; one device is no
+    fleet: nothing is quarantined, and no item says so."""
+    pi.sshd.known_hosts.write_text("")
+    for i, cases in enumerate((3, 3, 3, 2)):
+        body = "".join(f"TF_LITE_MICRO_TEST(K{i}Case{n}) {{ TF_LITE_MICRO_EXPECT(1); }}\n" for n in range(cases))
+        pi.write(f"k{i}_test.c", f'#include "micro_test.h"\nTF_LITE_MICRO_TESTS_BEGIN\n{body}TF_LITE_MICRO_TESTS_END\n')
+    result = run(pi)
+    result.assert_outcomes(errors=11)
+    text = result.stdout.str()
+    assert text.count("ondevice_ssh_accept_new_host_keys = true") == 1, text
+    assert text.count(f"unknown host key for [127.0.0.1]:{pi.sshd.port} ... (the same error as k") == 10, text
+    assert "quarantine" not in text and "set aside" not in text
+
+
 def test_hashed_names_patterns_and_negations_match_as_in_openssh(tmp_path):
     from paramiko.hostkeys import HostKeys
     from pytest_ondevice.transports.ssh import KnownHosts

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -38,7 +39,9 @@ class Devices:
         lease_root = settings.lease_dir if self.fleet.shared and settings.lease_dir else own_leases
         self.places = Coordinator(self.fleet.coordinator) if self.fleet.places else None
         self.leases = Leases(lease_root, self.jobs_of, settings.who, settings.worker_index, self.places)
-        self.quarantine = Quarantine(run_dir, self.fleet.quarantine_after)
+        # without a fleet file a board has one device and nowhere else to run: setting it
+        # aside would only turn the rest of its cases into errors, untried
+        self.quarantine = Quarantine(run_dir, self.fleet.quarantine_after if self.fleet.shared else sys.maxsize)
         self.run_dir = run_dir
         self._addresses: dict[str, str | None] = {}  # a labgrid place's device: where it was last
         self._transports: dict[str, Transport] = {}  # by device name
