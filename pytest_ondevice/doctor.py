@@ -218,6 +218,9 @@ def _check_device(reg, fleet, device: Device, ini, coordinator: Coordinator | No
     return True, "reachable", f"{place}opened in {time.monotonic() - started:.2f} s"
 
 
+WHY_MAX = 500  # characters of a reason: room for its fix (an unknown host key's ssh-keyscan line)
+
+
 def _one_line(error: BaseException) -> str:
     text = " ".join(str(error).split()) or type(error).__name__
-    return text if len(text) <= 200 else text[:197] + "..."
+    return text if len(text) <= WHY_MAX else text[: WHY_MAX - 3] + "..."

@@ -19,7 +19,7 @@ from _pytest.runner import runtestprotocol
 from .build import store
 from .build.builder import BuildStats
 from .config.keys import BASELINE_KEY, SESSION_KEY, fleet_path, selected_boards
-from .config.options import ini_path, registry, stops_at_a_failure
+from .config.options import check_device_option, ini_path, registry, stops_at_a_failure
 from .config.schema import ConfigError
 from .config.settings import Settings
 from .farm import fleet as fleet_mod
@@ -187,6 +187,7 @@ def fleet_for(config: pytest.Config, boards: list[str], reg) -> Fleet:
         if path is None:
             if config.getoption("fleet_tag"):
                 raise ConfigError("--fleet-tag selects devices of a fleet: give the fleet file with --fleet=FILE")
+            check_device_option(config.getoption("device"), boards, reg)
             return fleet_mod.implicit(boards, config.getoption("device"))
         if config.getoption("device"):
             raise ConfigError(f"--device and --fleet together: {path} says where each device is")

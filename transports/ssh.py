@@ -134,6 +134,8 @@ class SshTransport(LinuxDevice):
                     "~/.ssh/id_* key and no ssh-agent; add an IdentityFile for it to ~/.ssh/config"
                 ) from None
             raise InfrastructureError(f"{where}: SSH failed: {e}") from None
+        except socket.gaierror as e:
+            raise InfrastructureError(f"{where}: cannot connect: {e}{self._no_alias_fix(conn)}") from None
         except (OSError, EOFError) as e:
             raise InfrastructureError(f"{where}: cannot connect: {e}") from None
         self.conn = conn
@@ -190,6 +192,19 @@ class SshTransport(LinuxDevice):
         conn.client.set_missing_host_key_policy(_HostKeyCheck(known, bool(self.options.get("accept_new_host_keys"))))
         conn.connect_kwargs["transport_factory"] = functools.partial(
             _aead_first_transport, known_types=known.key_types(name)
+        )
+
+    def _no_alias_fix(self, conn: Any) -> str:
+        """A name that does not resolve and that no `Host` block gives an address: what to add."""
+        host = str(self.target)
+        if conn.host != host or "@" in host or ":" in host:
+            return ""  # a HostName was found, or an address was given: its own error says enough
+        config = self.options.get("ssh_config") or "~/.ssh/config"
+        board = self.board.name
+        whose = f"{host} is board {board}'s default host, an ssh alias, and " if self.device is None else ""
+        return (
+            f"; {whose}{config} has no `Host {host}` with its HostName: add one (Host {host}, HostName ADDRESS, "
+            f"User USER, IdentityFile ~/.ssh/KEY), or give the address: --device={board}=USER@ADDRESS"
         )
 
     # -- deploy ------------------------------------------------------------------
