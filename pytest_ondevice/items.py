@@ -12,6 +12,7 @@ from _pytest._code.code import TerminalRepr
 
 from . import formats
 from .binaries import BinaryResult, BinarySpec
+from .config.board import Board
 from .config.keys import BASELINE_KEY, BUILT, CUDA_SUFFIX, SESSION_KEY, selected_boards
 from .config.schema import ConfigError
 from .formats import Format, FormatError
@@ -296,7 +297,8 @@ class OnDeviceItem(DeviceVerdictItem):
         if verdict.outcome is Outcome.PASSED and regressions:
             raise CaseFailed("\n".join(regressions))
         if verdict.outcome is not Outcome.PASSED:  # a pass needs no source lines looked up
-            self.raise_unless_passed(verdict, _failure_text(verdict, result, self.source_search()))
+            failure = _failure_text(verdict, result, self.source_search(), self.case, self.spec.board)
+            self.raise_unless_passed(verdict, failure)
 
     def _verdict(self) -> Verdict:
         result = self._result
@@ -363,8 +365,15 @@ def _binary_verdict(result: BinaryResult) -> Verdict:
     return Verdict(Outcome.PASSED)
 
 
-def _failure_text(verdict: Verdict, result: BinaryResult, search: SourceSearch) -> tuple[str, tuple[str, ...]]:
+def _failure_text(
+    verdict: Verdict, result: BinaryResult, search: SourceSearch, case: str, board: Board
+) -> tuple[str, tuple[str, ...]]:
     lines = [verdict.message or "failed on device"]
+    crash = result.verdicts.crash if result.verdicts is not None else None
+    if crash is not None and crash.case == case and result.artifact is not None:
+        from .crashtext import crash_lines  # only a crash needs addr2line
+
+        lines += crash_lines(crash, result.artifact.path, board, search)
     if verdict.location:
         printed = f"{verdict.location[0]}:{verdict.location[1]}"
         found = located(printed, search)

@@ -459,13 +459,10 @@ def test_v2_skip_keeps_its_reason():
     assert parse_bytes([out], ["S.A"], RunEnd(exit_code=0)).cases["S.A"].message == "needs SMLAD"
 
 
-def test_fault_line_fails_the_running_case_and_names_the_fault_once_per_source():
+def test_fault_line_fails_the_running_case_and_names_the_fault_once():
     out = b"Testing A\n#ondevice fault HardFault pc=0x10\n"
     result = parse_bytes([out], ["A", "B"], RunEnd(exit_code=None))
-    assert result.cases["A"].message.splitlines() == [
-        "fault: HardFault pc=0x10",
-        "fault: HardFault pc=0x10 while this case was running",
-    ]
+    assert result.cases["A"].message.splitlines() == ["fault: HardFault pc=0x10 while this case was running"]
     assert result.cases["B"].message == "not run: fault: HardFault pc=0x10 before this case"
 
 

@@ -107,6 +107,56 @@ def read(path: Path) -> ElfInfo:
     return ElfInfo(bits, machine, entry, sections)
 
 
+PT_LOAD, PF_X = 1, 0x1
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A loaded segment as linked: where it goes and whether it holds code."""
+
+    vaddr: int
+    memsz: int
+    offset: int
+    executable: bool
+
+    def holds(self, address: int) -> bool:
+        return self.vaddr <= address < self.vaddr + self.memsz
+
+
+def loaded_segments(path: Path) -> tuple[Segment, ...]:
+    """The PT_LOAD entries of the program headers: where the code lies as linked (a crash's
+    addresses are checked against them), and where the ELF header is (a PIE's load bias)."""
+    with open(path, "rb") as f:
+        head = f.read(64)
+        if head[:4] != b"\x7fELF":
+            raise ElfError(f"{path}: not an ELF file")
+        end = "<" if head[5] == 1 else ">"
+        if head[4] == 1:
+            (phoff,) = struct.unpack_from(end + "I", head, 28)
+            phentsize, phnum = struct.unpack_from(end + "HH", head, 42)
+        else:
+            (phoff,) = struct.unpack_from(end + "Q", head, 32)
+            phentsize, phnum = struct.unpack_from(end + "HH", head, 54)
+        f.seek(phoff)
+        table = f.read(phentsize * phnum)
+    found = []
+    for i in range(phnum):
+        if head[4] == 1:
+            kind, offset, vaddr, _, _, memsz, flags, _ = struct.unpack_from(end + "IIIIIIII", table, i * phentsize)
+        else:
+            kind, flags, offset, vaddr, _, _, memsz, _ = struct.unpack_from(end + "IIQQQQQQ", table, i * phentsize)
+        if kind == PT_LOAD:
+            found.append(Segment(vaddr, memsz, offset, bool(flags & PF_X)))
+    return tuple(found)
+
+
+def header_address(segments: tuple[Segment, ...]) -> int | None:
+    """Where the ELF header lies as linked (the segment that maps file offset 0): a running
+    PIE's load bias is its runtime address less this."""
+    first = next((s for s in segments if s.offset == 0), None)
+    return first.vaddr if first is not None else None
+
+
 def machines(path: Path) -> set[str]:
     """The architectures an object, shared library or static archive was built for.
 

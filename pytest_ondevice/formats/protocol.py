@@ -25,6 +25,7 @@ from itertools import pairwise
 
 from ..transports.contract import RunEnd
 from .benchline import BenchRecord, BenchRecordError, parse_record, rss_record, stack_record
+from .crashline import Crash, CrashWatch
 from .gcda import VERBS as GCDA_VERBS
 from .gcda import GcdaReceiver
 from .lines import BoundedLines
@@ -132,6 +133,7 @@ class BinaryVerdicts:
     benches: dict[str, list[BenchRecord]] = field(default_factory=dict)  # per case
     counts: dict[str, bytes] = field(default_factory=dict)  # .gcda files sent over the output (bare metal)
     count_problems: list[str] = field(default_factory=list)  # those dropped on the way, and why
+    crash: Crash | None = None  # where the run died, as addresses (its case: the one running then)
 
 
 class CaseTracker:
@@ -145,6 +147,7 @@ class CaseTracker:
         self.last: CaseRecord | None = None  # the case that ended most recently
         self.dropped_cases = 0  # cases beyond MAX_CASES, counted, not kept
         self.counts = GcdaReceiver()  # --ondevice-coverage on bare metal: gcov's counts, stamped
+        self.crashes = CrashWatch()  # the host runtime's `#ondevice crash` line
 
     def feed_line(self, raw: str) -> None:
         line = raw.rstrip()
@@ -186,6 +189,7 @@ class CaseTracker:
         closed: bool,
         problems: list[str],
         benches: dict[str, list[BenchRecord]],
+        running: str | None = None,
     ) -> BinaryVerdicts:
         """Every case the source declares gets a verdict: its own, else why it has none."""
         if self.dropped_cases:
@@ -204,7 +208,8 @@ class CaseTracker:
         wanted = set(expected)
         unknown = {n: v for n, v in verdicts.items() if n not in wanted}
         self.counts.close()
-        return BinaryVerdicts(cases, unknown, problems, benches, self.counts.files, self.counts.problems)
+        crash = self.crashes.of(end, running)
+        return BinaryVerdicts(cases, unknown, problems, benches, self.counts.files, self.counts.problems, crash)
 
 
 class TestOutputParser(CaseTracker):
@@ -331,10 +336,10 @@ class TestOutputParser(CaseTracker):
         elif verb == "skip":
             if self.current is not None:
                 self.current.skip_reason = rest.strip()[:MAX_LINE_CHARS] or "skipped on device"
-        elif verb == "fault":
+        elif verb == "fault":  # the running case's headline (verdicts): said once
             self.fault = rest.strip()[:MAX_LINE_CHARS]
-            if self.current is not None:
-                self.current.add_failure(f"fault: {self.fault}")
+        elif verb == "crash":
+            self.crashes.line(rest)
         elif verb == "bench":
             self._bench(rest)
         elif self.nonce is None and verb == "stack":  # the runtime's casewatch.c, after the verdict line
@@ -487,7 +492,7 @@ class TestOutputParser(CaseTracker):
         self._fail_unattributable(verdicts, self._unattributable(expected))
         if self.peak_rss is not None and expected:  # the binary's: carried by its first case
             self.benches.setdefault(expected[0], []).append(rss_record(self.peak_rss))
-        return self._settle(expected, verdicts, end, self.closed, problems, self.benches)
+        return self._settle(expected, verdicts, end, self.closed, problems, self.benches, running)
 
     def _unattributable(self, expected: list[str]) -> dict[str, str]:
         """Cases whose output cannot be told from another's, with why.

@@ -106,6 +106,9 @@ class CaseStream(CaseTracker):
         if verb == "fault":  # a bare-metal runtime's, the last thing it prints: the headline
             self.fault = rest.strip()[:MAX_LINE_CHARS] or "fault"
             return False
+        if verb == "crash":  # the host runtime's, at a fatal signal: where it struck (the log keeps it)
+            self.crashes.line(rest)
+            return False
         if self.nonce is None or verb != self.nonce:
             return False
         self._stamped(rest)  # not the case's log: its failure lines say it in the message
@@ -245,7 +248,7 @@ class CaseStream(CaseTracker):
             problems.append(problem)
             if not self._lenient(problem):
                 self._fail_the_rest(verdicts, problem)
-        return self._settle(expected, verdicts, end, self.summary is not None, problems, {})
+        return self._settle(expected, verdicts, end, self.summary is not None, problems, {}, running)
 
     def _disagreement(self, end: RunEnd, verdicts: dict[str, Verdict], running: str | None) -> str | None:
         """How the process ended, the closing summary and the verdicts must tell one story."""

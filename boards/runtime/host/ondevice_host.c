@@ -1,6 +1,7 @@
 /* Host runtime: the one function micro_test.h needs, on a hosted libc; stdout
- * line-buffered for every format; the crashing case's name for Unity. */
-#define _XOPEN_SOURCE 700 /* clock_gettime, sigaction, sigaltstack under -std=c11 */
+ * line-buffered for every format; where a crash struck (crash_line.h) and, for Unity,
+ * the crashing case's name. */
+#define _GNU_SOURCE /* clock_gettime, sigaction, sigaltstack under -std=c11; REG_RIP */
 #include <fcntl.h>
 #include <signal.h>
 #include <stddef.h>
@@ -11,6 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "crash_line.h"
+
 static void write_all(const char *data, size_t len);
 
 /* stdout line-buffered from before main, whatever the test's framework: a pipe would make
@@ -18,6 +21,7 @@ static void write_all(const char *data, size_t len);
  * printed (the verdicts of the cases before the crash) with it. Priority 101: before the
  * test's own constructors, which may print. */
 static void unity_watch(void);
+static void crash_watch(int unity);
 
 __attribute__((constructor(101))) static void ondevice_line_buffered(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -38,7 +42,7 @@ extern struct ondevice_unity_head Unity __attribute__((weak));
 extern void UnityBegin(const char *filename) __attribute__((weak));
 
 static char unity_nonce[17];
-static char unity_altstack[65536]; /* the crash may be a stack overflow */
+static char crash_altstack[65536]; /* the crash may be a stack overflow */
 
 static size_t put(char *p, size_t at, size_t cap, const char *s) {
   while (*s && at < cap) p[at++] = *s == '\n' || *s == '\r' ? ' ' : *s, s++;
@@ -57,9 +61,24 @@ static void unity_mark(const char *what) {
   write_all(line, n);
 }
 
-static void unity_crashed(int sig) {
-  unity_mark(" crashed-in ");
-  raise(sig); /* SA_RESETHAND: the default action, so the run still ends by this signal */
+static int crash_unity; /* the binary links Unity: a crash also names Unity's running case */
+
+/* A fatal signal: Unity's running case, then where it struck (the unwind comes last: it
+ * is the step that could fault again), then the default action, so the run still ends by
+ * this signal ("killed by SIGSEGV"). */
+static void crashed(int sig, siginfo_t *info, void *context) {
+  static volatile sig_atomic_t first;
+  (void)info;
+  if (first) { /* the handler itself faulted: end by the signal that brought it here */
+    signal(sig, SIG_DFL);
+    raise(first);
+    raise(sig);
+  }
+  first = sig;
+  if (crash_unity) unity_mark(" crashed-in ");
+  static char line[96 + 20 * ONDEVICE_CRASH_FRAMES];
+  write_all(line, ondevice_crash_line(line, sig, context));
+  raise(sig); /* SA_RESETHAND: the default action */
 }
 
 /* The closing line, from exit(): a test that leaves with _exit() has none, and one that
@@ -71,7 +90,10 @@ static void unity_exited(void) {
 }
 
 static void unity_watch(void) {
-  if (&Unity == NULL || UnityBegin == NULL) return; /* not a Unity binary */
+  if (&Unity == NULL || UnityBegin == NULL) { /* not a Unity binary */
+    crash_watch(0);
+    return;
+  }
   uint64_t x = 0;
   int fd = open("/dev/urandom", O_RDONLY);
   if (fd >= 0) {
@@ -86,13 +108,23 @@ static void unity_watch(void) {
   write_all(unity_nonce, 16);
   write_all("\n", 1);
   atexit(unity_exited);
+  crash_watch(1);
+}
 
-  stack_t ss = {.ss_sp = unity_altstack, .ss_size = sizeof unity_altstack, .ss_flags = 0};
+/* The handler for every fatal signal still at its default action (a sanitizer's or the
+ * test's own stays; Unity's crash mark takes the signal in any case, as it always did). */
+static void crash_watch(int unity) {
+  crash_unity = unity;
+  stack_t ss = {.ss_sp = crash_altstack, .ss_size = sizeof crash_altstack, .ss_flags = 0};
   sigaltstack(&ss, NULL);
-  struct sigaction sa = {.sa_handler = unity_crashed, .sa_flags = SA_RESETHAND | SA_ONSTACK | SA_NODEFER};
+  struct sigaction sa = {.sa_sigaction = crashed, .sa_flags = SA_SIGINFO | SA_RESETHAND | SA_ONSTACK | SA_NODEFER};
   sigemptyset(&sa.sa_mask);
   const int crashes[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS};
-  for (size_t i = 0; i < sizeof crashes / sizeof crashes[0]; i++) sigaction(crashes[i], &sa, NULL);
+  for (size_t i = 0; i < sizeof crashes / sizeof crashes[0]; i++) {
+    struct sigaction old;
+    if (unity || (sigaction(crashes[i], NULL, &old) == 0 && !(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL))
+      sigaction(crashes[i], &sa, NULL);
+  }
 }
 
 /* What the test printed through stdio (buffered when stdout is a pipe) goes first, so the
