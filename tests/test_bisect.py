@@ -28,6 +28,9 @@ make_history = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(make_history)
 FIRST_BAD, DOES_NOT_BUILD, SLOWER = make_history.FIRST_BAD, make_history.DOES_NOT_BUILD, make_history.SLOWER
 
+# the pytest-ondevice command, as this checkout has it
+CLI = [sys.executable, "-c", "import sys; from pytest_ondevice.cli import main; sys.exit(main())", "bisect"]
+
 
 def git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True).stdout
@@ -59,8 +62,7 @@ def state(repo: Path) -> tuple[str, str, str, str]:
 
 
 def bisect(repo: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    cli = [sys.executable, "-c", "import sys; from pytest_ondevice.cli import main; sys.exit(main())", "bisect"]
-    return subprocess.run([*cli, *args], cwd=repo, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([*CLI, *args], cwd=repo, capture_output=True, text=True, timeout=timeout)
 
 
 def steps_of(result_json: Path) -> list[dict]:
@@ -127,15 +129,11 @@ def test_a_second_bisect_on_the_same_repository_is_refused(repo):
     assert f"another pytest-ondevice bisect (pid {os.getpid()}) is running on this repository" in result.stderr
 
 
-def test_a_bisect_killed_outright_leaves_nothing_once_the_next_one_runs(repo, tmp_path):
-    """SIGKILL gives no chance to clean up: its worktree (detached HEAD), bisect state and
-    scratch dir stayed for good. The next bisect sees the lock's holder is dead, removes what
-    it left and says so in one line."""
-    before = state(repo.path)
-    env = private_tmpdir(tmp_path)
-    cli = [sys.executable, "-c", "import sys; from pytest_ondevice.cli import main; sys.exit(main())", "bisect"]
+def bisect_in_a_step(repo, env: dict) -> tuple[subprocess.Popen, str]:
+    """A bisect started in a session of its own, once git bisect runs its first step; and
+    what it printed so far."""
     proc = subprocess.Popen(
-        [*cli, "--good", repo.commits[1], "--board=host", "scale_test.c::ScalesByTwo"],
+        [*CLI, "--good", repo.commits[1], "--board=host", "scale_test.c::ScalesByTwo"],
         cwd=repo.path,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -148,6 +146,16 @@ def test_a_bisect_killed_outright_leaves_nothing_once_the_next_one_runs(repo, tm
     assert proc.stdout is not None
     while "revisions, about" not in seen and time.monotonic() < deadline:  # in git bisect run now
         seen += proc.stdout.readline()
+    return proc, seen
+
+
+def test_a_bisect_killed_outright_leaves_nothing_once_the_next_one_runs(repo, tmp_path):
+    """SIGKILL gives no chance to clean up: its worktree (detached HEAD), bisect state and
+    scratch dir stayed for good. The next bisect sees the lock's holder is dead, removes what
+    it left and says so in one line."""
+    before = state(repo.path)
+    env = private_tmpdir(tmp_path)
+    proc, _ = bisect_in_a_step(repo, env)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=60)
     common = Path(repo.path, git(repo.path, "rev-parse", "--git-common-dir").strip())
@@ -159,7 +167,7 @@ def test_a_bisect_killed_outright_leaves_nothing_once_the_next_one_runs(repo, tm
     (scratch,) = Path(env["TMPDIR"]).glob("ondevice-bisect-*")
 
     again = subprocess.run(
-        [*cli, "--good", repo.commits[10], "--board=host", "scale_test.c::ScalesByTwo"],  # refused after the clean-up
+        [*CLI, "--good", repo.commits[10], "--board=host", "scale_test.c::ScalesByTwo"],  # refused after the clean-up
         cwd=repo.path,
         capture_output=True,
         text=True,
@@ -192,22 +200,7 @@ def slow_to_clean_up(where: Path) -> dict:
 def test_ctrl_c_mid_step_leaves_no_worktree_no_bisect_state_and_the_tree_as_it_was(repo, tmp_path):
     before = state(repo.path)
     env = slow_to_clean_up(tmp_path)
-    cli = [sys.executable, "-c", "import sys; from pytest_ondevice.cli import main; sys.exit(main())", "bisect"]
-    args = ["--good", repo.commits[1], "--board=host", "scale_test.c::ScalesByTwo"]
-    proc = subprocess.Popen(
-        [*cli, *args],
-        cwd=repo.path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-        env=env,
-    )
-    seen = ""
-    deadline = time.monotonic() + 120
-    assert proc.stdout is not None
-    while "revisions, about" not in seen and time.monotonic() < deadline:  # in git bisect run now
-        seen += proc.stdout.readline()
+    proc, seen = bisect_in_a_step(repo, env)
     time.sleep(0.5)  # mid-step
     os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole group
     rest, _ = proc.communicate(timeout=120)
@@ -323,10 +316,9 @@ def test_a_project_in_a_subdirectory_of_the_repository_is_bisected_from_there(tm
 def test_sigterm_mid_step_cleans_up_as_ctrl_c_does(repo, tmp_path):
     before = state(repo.path)
     env = slow_to_clean_up(tmp_path)
-    cli = [sys.executable, "-c", "import sys; from pytest_ondevice.cli import main; sys.exit(main())", "bisect"]
     args = ["--good", repo.commits[1], "--board=host", "scale_test.c::ScalesByTwo"]
     proc = subprocess.Popen(
-        [*cli, *args], cwd=repo.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+        [*CLI, *args], cwd=repo.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
     )
     seen = ""
     deadline = time.monotonic() + 120

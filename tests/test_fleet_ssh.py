@@ -3,18 +3,14 @@ binaries run on the others, and nothing that is not a test failure is reported a
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 import threading
 import time
-from pathlib import Path
 
 import fabric  # noqa: F401 - imported once, outside pytester's in-process runs
 import paramiko  # noqa: F401
 import pytest
 from conftest import QUIET
-from support.sshd import BinfmtLease, Sshd, free_port, new_account, remove_account
+from support.sshd import BinfmtLease, free_port, host_blocks, loopback_pis
 from test_fleet import SLEEPER, junit_cases
 
 pytestmark = pytest.mark.slow
@@ -30,18 +26,13 @@ def device_board():
 @pytest.fixture
 def farm(project, device_board):
     """Two live Pis (pi-1, pi-2), each its own sshd and account, in one ssh_config."""
-    roots, servers, accounts = [], [], []
-    for n in (1, 2):
-        root = Path(tempfile.mkdtemp(prefix="ondevice-farm-"))
-        user = None
-        if os.geteuid() == 0:
-            user = new_account()
-            accounts.append(user)
-        roots.append(root)
-        servers.append(Sshd.create(root, alias=f"pi-{n}", user=user).start())
+    with loopback_pis(2) as servers:
+        yield from _farm(project, device_board, servers)
+
+
+def _farm(project, device_board, servers):
     config = project.path / "ssh_config"
-    blocks = [s.ssh_config.read_text().split("\nHost 127.0.0.1")[0] for s in servers]
-    config.write_text("\n".join(blocks) + f"\nHost dead-pi\n    HostName 127.0.0.1\n    Port {free_port()}\n")
+    config.write_text(host_blocks(servers) + f"\nHost dead-pi\n    HostName 127.0.0.1\n    Port {free_port()}\n")
     board, board_file = device_board
     if board_file:
         project.write(f"boards/{board}.toml", board_file)
@@ -60,12 +51,6 @@ def farm(project, device_board):
     project.servers = servers
     project.board = board
     yield project
-    for server in servers:
-        server.kill()
-    for user in accounts:
-        remove_account(user)
-    for root in roots:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def fleet_file(farm, *devices: str, quarantine_after: int = 2) -> None:

@@ -14,13 +14,12 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import tempfile
 import zipfile
 from pathlib import Path
 
 import pytest
 from conftest import REPO
-from support.sshd import BinfmtLease, Sshd, new_account, remove_account
+from support.sshd import BinfmtLease, host_blocks, loopback_pis
 from test_fleet import junit_cases
 
 USER_PROJECT = Path(__file__).parent / "user_project"
@@ -238,37 +237,20 @@ def test_the_projects_own_pi_board_under_qemu_user(project):
 def two_pis(project):
     """Two Pis on loopback sshds (the device runs aarch64 through binfmt_misc + qemu-user,
     or the exec wrapper where binfmt_misc cannot be used), in one ssh config."""
-    roots, servers, accounts = [], [], []
-    with BinfmtLease() as binfmt:
-        try:
-            for n in (1, 2):
-                root = Path(tempfile.mkdtemp(prefix="ondevice-userpi-"))
-                roots.append(root)
-                user = None
-                if os.geteuid() == 0:
-                    user = new_account()
-                    accounts.append(user)
-                servers.append(Sshd.create(root, alias=f"pi-{n}", user=user).start())
-            board = "rpi-lab"
-            if not binfmt:
-                board = "rpi-lab-wrapped"
-                (project.path / "boards" / f"{board}.toml").write_text(
-                    'extends = "rpi-lab"\n[transport]\nexec_wrapper = "qemu-aarch64"\n'
-                )
-            config = project.path / "ssh_config"
-            config.write_text("\n".join(s.ssh_config.read_text().split("\nHost 127.0.0.1")[0] for s in servers))
-            (project.path / "farm.toml").write_text(
-                "[fleet]\nquarantine_after = 2\n"
-                + "".join(f'[device.pi-{n}]\nboard = "{board}"\naddress = "pi-{n}"\n' for n in (1, 2))
+    with BinfmtLease() as binfmt, loopback_pis(2, prefix="ondevice-userpi-") as servers:
+        board = "rpi-lab"
+        if not binfmt:
+            board = "rpi-lab-wrapped"
+            (project.path / "boards" / f"{board}.toml").write_text(
+                'extends = "rpi-lab"\n[transport]\nexec_wrapper = "qemu-aarch64"\n'
             )
-            yield config
-        finally:
-            for server in servers:
-                server.kill()
-            for user in accounts:
-                remove_account(user)
-            for root in roots:
-                shutil.rmtree(root, ignore_errors=True)
+        config = project.path / "ssh_config"
+        config.write_text(host_blocks(servers))
+        (project.path / "farm.toml").write_text(
+            "[fleet]\nquarantine_after = 2\n"
+            + "".join(f'[device.pi-{n}]\nboard = "{board}"\naddress = "pi-{n}"\n' for n in (1, 2))
+        )
+        yield config
 
 
 @pytest.mark.slow

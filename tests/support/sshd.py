@@ -22,7 +22,9 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -274,3 +276,33 @@ def _descendants(pid: int) -> list[int]:
             out.append(c)
             todo.append(c)
     return out
+
+
+@contextlib.contextmanager
+def loopback_pis(count: int, prefix: str = "ondevice-farm-") -> Iterator[list[Sshd]]:
+    """Pis pi-1..pi-COUNT, each its own sshd and (as root) its own account; all gone after."""
+    roots: list[Path] = []
+    servers: list[Sshd] = []
+    accounts: list[str] = []
+    try:
+        for n in range(1, count + 1):
+            root = Path(tempfile.mkdtemp(prefix=prefix))
+            roots.append(root)
+            user = None
+            if os.geteuid() == 0:
+                user = new_account()
+                accounts.append(user)
+            servers.append(Sshd.create(root, alias=f"pi-{n}", user=user).start())
+        yield servers
+    finally:
+        for server in servers:
+            server.kill()
+        for user in accounts:
+            remove_account(user)
+        for root in roots:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def host_blocks(servers: list[Sshd]) -> str:
+    """The servers' `Host` blocks of one ssh config (their aliases, not 127.0.0.1)."""
+    return "\n".join(s.ssh_config.read_text().split("\nHost 127.0.0.1")[0] for s in servers)
