@@ -20,7 +20,7 @@ ROOTS = {
     "pytest_ondevice": "pytest_ondevice",
     "pytest_ondevice.transports": "transports",
     "pytest_ondevice.boards": "boards",
-    # what a user without a checkout is pointed at (pytest_ondevice/manual.py)
+    # what a user without a checkout is pointed at (pytest_ondevice/commands/manual.py)
     "pytest_ondevice.docs": "docs",
     "pytest_ondevice.nightly": "examples/nightly",
 }

@@ -10,7 +10,7 @@ import os
 import pickle
 from pathlib import Path
 
-from pytest_ondevice import runner
+from pytest_ondevice.run import runner
 
 MODE = os.environ.get("ONDEVICE_REPLAY", "")
 FILE = Path(os.environ.get("ONDEVICE_REPLAY_FILE", "replay.pickle"))

@@ -28,7 +28,7 @@ from _timing import timed
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from pytest_ondevice.build import aot, cuda  # noqa: E402
+from pytest_ondevice.compiling import aot, cuda  # noqa: E402
 from pytest_ondevice.config.board import BoardRegistry  # noqa: E402
 
 PYTEST = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--build-only"]

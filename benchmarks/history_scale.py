@@ -326,7 +326,7 @@ def main() -> None:
     run, reports = night(s, args.nights)  # the night to append
     results = sum(r.when == "teardown" for r in reports)
     tool = Path(sys.executable).parent / "pytest-ondevice"
-    report_cmd = [str(tool)] if tool.exists() else [sys.executable, "-m", "pytest_ondevice.cli"]
+    report_cmd = [str(tool)] if tool.exists() else [sys.executable, "-m", "pytest_ondevice.commands.cli"]
     env = {**os.environ, "PYTHONPATH": str(REPO)}  # this checkout's plugin in the child too
     appends, pages = [], []
     with tempfile.TemporaryDirectory() as tmp:

@@ -209,12 +209,12 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
     if config.getoption("list_boards"):
-        from .cli import print_boards
+        from .commands.cli import print_boards
         from .config.options import registry
 
         return print_boards(registry(config))
     if config.getoption("ondevice_doctor"):
-        from .doctor import run
+        from .commands.doctor import run
 
         try:
             return run(config)
@@ -227,8 +227,8 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 def pytest_configure(config: pytest.Config) -> None:
     if not selected_boards(config):
         return  # a plain pytest run: nothing of ours is imported, collected or built
-    from .hooks import activate
-    from .interrupts import Interrupts
+    from .session.activate import activate
+    from .session.interrupts import Interrupts
 
     _check_ini_numbers(config)
     interrupts = Interrupts()

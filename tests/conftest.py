@@ -24,8 +24,8 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 # modules a run imported, and a later run importing only some of them again holds two
 # copies of an exception class (runner's SizeError is not build's: a size-check failure
 # became a setup traceback, depending on which tests an xdist worker ran first).
-import pytest_ondevice.build.rustbuild  # a run imports it only when it has a crate
-import pytest_ondevice.hooks  # noqa: F401
+import pytest_ondevice.compiling.rustbuild  # a run imports it only when it has a crate
+import pytest_ondevice.session.activate  # noqa: F401
 
 # pyOCD imports the importlib_metadata backport (--list-boards asks the SWD transport); a
 # run that imports it first leaves, once pytester drops it, importlib.metadata finding no

@@ -392,7 +392,7 @@ def test_a_tampered_cache_entry_is_pushed_again_not_run(phone):
 
 
 def test_boards_lists_the_adb_transport(phone):
-    result = phone.pytester.run(sys.executable, "-m", "pytest_ondevice.cli", "boards")
+    result = phone.pytester.run(sys.executable, "-m", "pytest_ondevice.commands.cli", "boards")
     assert result.ret == 0
     result.stdout.fnmatch_lines(["android-arm64 *adb (ready (adbutils))*"])
 

@@ -58,7 +58,7 @@ def test_with_an_ndk_android_gets_a_pie_from_its_clang(project, monkeypatch, tmp
     project.write("a_test.c", PASSING)
     assert_built(project.run("--build-only", "-v", board="android-arm64"), 1)
     assert elf_kind(project.path / "_build/android-arm64/bin/a_test.c.elf") == ("DYN", True)
-    from pytest_ondevice.build.toolchain import resolve
+    from pytest_ondevice.compiling.toolchain import resolve
     from pytest_ondevice.config.board import BoardRegistry
 
     tc = resolve(BoardRegistry().get("android-arm64"))

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES, build_report, case_outcomes
 
-from pytest_ondevice.build import aot
+from pytest_ondevice.compiling import aot
 
 try:
     aot.compiler()

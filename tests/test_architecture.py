@@ -12,17 +12,30 @@ import pytest_ondevice
 
 CORE = Path(pytest_ondevice.__file__).resolve().parent
 TRANSPORTS = Path(pytest_ondevice.transports.__file__).resolve().parent  # installed under the package
-STAGES = ("config", "build", "farm", "formats", "records", "transports")
-# what each stage may import at run time (type-only imports under TYPE_CHECKING aside); the
-# glue at the package's top (plugin, hooks, runner, items, ...) may import any of them
+# The stages, in the order data flows (docs/architecture.md): each may import at run time
+# only itself and the stages named here (type-only imports under TYPE_CHECKING aside). The
+# top-level modules (plugin.py) may import any of them.
 ALLOWED = {
     "config": {"transports"},  # a board names its transport, whose options it checks
-    "build": {"config", "formats"},  # a harness format says what its binaries link
-    "transports": {"config", "build"},  # option kinds; the store's ownership rules
+    "compiling": {"config", "formats"},  # a harness format says what its binaries link
+    "transports": {"config", "compiling"},  # option kinds; the store's ownership rules
     "farm": {"config", "transports"},
     "formats": {"transports"},  # how a run ended
-    "records": {"config", "build", "formats", "transports"},
+    # one binary's life: built, placed on a device, run, parsed
+    "run": {"config", "compiling", "farm", "formats", "transports"},
+    "records": {"config", "compiling", "formats", "transports"},
+    # Python tests that drive a device themselves
+    "scripted": {"config", "compiling", "farm", "formats", "transports"},
+    # the pytest side: collection, items, reports, summaries
+    "session": {"config", "compiling", "farm", "formats", "records", "run", "scripted", "transports"},
+    # the `pytest-ondevice` command's tools
+    "commands": {"config", "compiling", "farm", "formats", "records", "session", "transports"},
 }
+STAGES = tuple(ALLOWED)
+TOP_LEVEL_MAX = 12  # entries at the package's top: the stages and the entry point
+# names a build tree or an installer uses for what it writes: a source directory named so is
+# hidden by ignore files, by pytest's norecursedirs and by formatters, and misread by people
+OUTPUT_NAMES = {"build", "_build", "dist", "out", "output", "target", "site", "bin", "obj", "htmlcov", "__pycache__"}
 
 
 def _module(path: Path) -> str:
@@ -112,7 +125,7 @@ def test_no_module_imports_itself_back_in_a_circle():
 
 
 def test_no_source_file_of_the_project_is_ignored_by_git():
-    """A module a .gitignore pattern hides (build/ once hid pytest_ondevice/build/*) works
+    """A module a .gitignore pattern hides (build/ once hid pytest_ondevice/compiling/*) works
     here and is missing from every clone."""
     import shutil
     import subprocess
@@ -135,3 +148,34 @@ def test_no_source_file_of_the_project_is_ignored_by_git():
     ).stdout.splitlines()
     hidden = [line.split("\t", 1)[1] for line in why if line.startswith(".gitignore:")]
     assert hidden == [], f"ignored by git, so missing from a clone: {hidden}"
+
+
+def test_the_package_top_holds_the_stages_and_the_entry_point_only():
+    entries = sorted(p.name for p in CORE.iterdir() if p.name != "__pycache__" and not p.name.startswith("."))
+    assert len(entries) <= TOP_LEVEL_MAX, entries
+    modules = [e for e in entries if e.endswith(".py")]
+    assert modules == ["__init__.py", "plugin.py"], modules
+    packages = {e for e in entries if (CORE / e / "__init__.py").is_file()}
+    assert packages == set(STAGES) - {"transports"}, packages
+
+
+def test_each_stage_says_what_enters_and_what_leaves():
+    """A stage's __init__ is where a reader starts: its docstring names what it takes in and
+    what it hands on."""
+    for stage in STAGES:
+        init = (TRANSPORTS if stage == "transports" else CORE / stage) / "__init__.py"
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        assert len(doc.split()) >= 12, f"{init}: the docstring should say what enters and what leaves the stage"
+
+
+def test_no_source_directory_is_named_like_build_output():
+    """`build/` once hid two modules from every clone: a name a tool treats as output is
+    never a source directory's."""
+    roots = [CORE, TRANSPORTS, *(CORE.parent / d for d in ("boards", "examples", "benchmarks", "scripts", "docs"))]
+    wrong = []
+    for root in roots:
+        for path in [root, *root.rglob("*")]:
+            named_so = path.is_dir() and path.name in OUTPUT_NAMES and path.name != "__pycache__"
+            if named_so and any(f.suffix in (".py", ".c", ".h", ".cc", ".rs", ".toml", ".md") for f in path.rglob("*")):
+                wrong.append(str(path))
+    assert not wrong, f"source directories named like build output: {wrong}"

@@ -29,7 +29,7 @@ _spec.loader.exec_module(make_history)
 FIRST_BAD, DOES_NOT_BUILD, SLOWER = make_history.FIRST_BAD, make_history.DOES_NOT_BUILD, make_history.SLOWER
 
 # the pytest-ondevice command, as this checkout has it
-CLI = [sys.executable, "-c", "import sys; from pytest_ondevice.cli import main; sys.exit(main())", "bisect"]
+CLI = [sys.executable, "-c", "import sys; from pytest_ondevice.commands.cli import main; sys.exit(main())", "bisect"]
 
 
 def git(repo: Path, *args: str) -> str:
@@ -332,7 +332,8 @@ def test_sigterm_mid_step_cleans_up_as_ctrl_c_does(repo, tmp_path):
     assert state(repo.path) == before
     assert "refs/bisect" not in git(repo.path, "for-each-ref")
     time.sleep(1)
-    steps = subprocess.run(["pgrep", "-f", "pytest_ondevice.bisect step"], capture_output=True, text=True).stdout
+    pattern = "pytest_ondevice.commands.bisect step"
+    steps = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout
     ours = []  # other tests' bisections may run beside this one (-n 2): only steps in this repository count
     for pid in steps.split():
         with contextlib.suppress(OSError):
@@ -345,7 +346,7 @@ def test_sigterm_mid_step_cleans_up_as_ctrl_c_does(repo, tmp_path):
 def test_a_history_of_one_run_per_board_is_read_board_by_board(tmp_path):
     """Nightlies per board append to one file: a board's failure is new against that
     board's previous run, not against another board's run in between."""
-    from pytest_ondevice.bisect import suspects
+    from pytest_ondevice.commands.bisect import suspects
     from pytest_ondevice.records.history import Bench, Result, Run, append_run, connect
 
     def result(board, outcome):

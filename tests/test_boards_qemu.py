@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 from conftest import assert_built, build_report
 
-from pytest_ondevice.build import toolchain  # imported before any in-process run: pytester drops what a run imported,
-from pytest_ondevice.build.elf import read
+from pytest_ondevice.compiling import (
+    toolchain,  # imported before any in-process run: pytester drops what a run imported,
+)
+from pytest_ondevice.compiling.elf import read
 from pytest_ondevice.config.board import (
     BoardRegistry,  # and a test that patches toolchain must patch the one the plugin uses
 )

@@ -8,8 +8,8 @@ import subprocess
 import pytest
 from conftest import assert_built, build_report
 
-from pytest_ondevice.build.builder import _host_arch
-from pytest_ondevice.build.elf import ElfError, machines
+from pytest_ondevice.compiling.builder import _host_arch
+from pytest_ondevice.compiling.elf import ElfError, machines
 
 
 def test_second_run_with_nothing_changed_compiles_nothing(project):

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from conftest import QUIET, build_report, private_tmpdir
 
-from pytest_ondevice.build import builder as build
-from pytest_ondevice.build import store
+from pytest_ondevice.compiling import builder as build
+from pytest_ondevice.compiling import store
 
 CHECK_VALUE = """
     #include "micro_test.h"
@@ -447,7 +447,7 @@ def test_a_warm_run_is_not_held_up_by_another_session_holding_the_build_locks(pr
 
 
 def test_cache_stats_and_clean(project, capsys):
-    from pytest_ondevice.cli import main
+    from pytest_ondevice.commands.cli import main
 
     project.copy_examples()
     project.run("examples").assert_outcomes(passed=8)
@@ -466,7 +466,7 @@ def test_cache_stats_and_clean(project, capsys):
 def test_cache_stats_and_clean_in_a_project_use_its_cache_dir(project, capsys, monkeypatch, tmp_path):
     """Run from anywhere in a project, they act on the cache its runs use (its ini's
     ondevice_cache_dir), never on the per-user one; --cache-dir still names another."""
-    from pytest_ondevice.cli import main
+    from pytest_ondevice.commands.cli import main
 
     monkeypatch.delenv("ONDEVICE_CACHE_DIR", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "per-user"))
@@ -487,7 +487,7 @@ def test_cache_stats_and_clean_in_a_project_use_its_cache_dir(project, capsys, m
 
 
 def test_cache_stats_reads_a_relative_cache_dir_from_pyproject(tmp_path, capsys, monkeypatch):
-    from pytest_ondevice.cli import main
+    from pytest_ondevice.commands.cli import main
 
     monkeypatch.delenv("ONDEVICE_CACHE_DIR", raising=False)
     (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\nondevice_cache_dir = "build/cache"\n')

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_ondevice.build import cargo, elf
-from pytest_ondevice.build.cargo import (
+from pytest_ondevice.compiling import cargo, elf
+from pytest_ondevice.compiling.cargo import (
     DEBIAN_CARGO,
     CargoError,
     RustCase,

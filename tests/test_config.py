@@ -123,7 +123,7 @@ def test_bad_board_on_the_command_line_is_a_usage_error(pytester):
 
 def test_cli_lists_boards_with_toolchain_and_transport():
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest_ondevice.cli", "boards"], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "pytest_ondevice.commands.cli", "boards"], capture_output=True, text=True, check=True
     )
     lines = proc.stdout.splitlines()
     assert lines[0].split() == ["board", "kind", "arch", "toolchain", "transport"]
@@ -147,7 +147,7 @@ def test_cli_lists_the_projects_own_boards_from_its_ini(tmp_path, ini):
     write(tmp_path / "extra" / "theirs.toml", 'extends = "host"\n')
     (tmp_path / "tests").mkdir()
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest_ondevice.cli", "boards", "--boards-dir", str(tmp_path / "extra")],
+        [sys.executable, "-m", "pytest_ondevice.commands.cli", "boards", "--boards-dir", str(tmp_path / "extra")],
         capture_output=True,
         text=True,
         cwd=tmp_path / "tests",
@@ -324,7 +324,7 @@ def test_a_broken_board_file_does_not_hide_the_board_asked_for(tmp_path):
 def test_the_board_list_shows_a_broken_file_and_fails(tmp_path):
     import io
 
-    from pytest_ondevice.cli import print_boards
+    from pytest_ondevice.commands.cli import print_boards
 
     write(tmp_path / "broken.toml", "kind = \n")
     out = io.StringIO()

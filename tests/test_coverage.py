@@ -169,7 +169,7 @@ def test_runs_are_merged_and_a_run_that_crashed_is_named(project, workers):
 
 
 def test_a_bare_metal_board_built_by_clang_says_it_is_not_measured(monkeypatch, tmp_path):
-    from pytest_ondevice.build import builder, toolchain
+    from pytest_ondevice.compiling import builder, toolchain
     from pytest_ondevice.config.board import BoardRegistry
 
     board = BoardRegistry().get("mps2-an386")
@@ -229,7 +229,7 @@ def test_runs_are_merged_by_gcov_tool_whatever_the_session_environment_says(tmp_
 def test_the_history_keeps_each_nights_figures_and_the_report_shows_what_fell(project, tmp_path):
     """Two nights with --history: the second calls unused() no more. The history keeps each
     board's figures, whole and per file; the morning report names lib.c as fallen."""
-    from pytest_ondevice.cli import main
+    from pytest_ondevice.commands.cli import main
     from pytest_ondevice.records import history
 
     library(project)

@@ -3,7 +3,7 @@ addr2line output read frame by frame."""
 
 from __future__ import annotations
 
-from pytest_ondevice.build.symbolize import Frame, _parse
+from pytest_ondevice.compiling.symbolize import Frame, _parse
 from pytest_ondevice.formats.crashline import MAX_FRAMES, Crash, CrashWatch, from_fault, parse_crash_line
 from pytest_ondevice.formats.protocol import RunEnd, parse_bytes
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES, build_report
 
-from pytest_ondevice.build import cuda, elf
+from pytest_ondevice.compiling import cuda, elf
 from pytest_ondevice.config.board import BoardRegistry
 
 REGISTRY = BoardRegistry()

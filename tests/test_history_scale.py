@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_ondevice.cli import main
+from pytest_ondevice.commands.cli import main
 from pytest_ondevice.formats.benchline import MEMORY_UNIT
 from pytest_ondevice.records import history, report
 

@@ -54,7 +54,7 @@ def tree_files() -> dict[str, str]:
 
 def _checkout_output(directory: str, names: list[str]) -> set[str]:
     """What a working checkout holds and a clean clone does not (at its top: only there is
-    `build/` output; pytest_ondevice/build/ is a source package)."""
+    `build/` output; pytest_ondevice/compiling/ is a source package)."""
     dropped = {n for n in names if n == "__pycache__" or n.endswith(".egg-info")}
     if Path(directory) == REPO:
         dropped |= {n for n in names if n in {".git", "build", "dist", ".ondevice"} or n.startswith(".venv")}

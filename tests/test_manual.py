@@ -6,7 +6,7 @@ import ast
 import re
 from pathlib import Path
 
-from pytest_ondevice import cli
+from pytest_ondevice.commands import cli
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -12,11 +12,11 @@ from types import SimpleNamespace
 import pytest
 from pytest_ondevice.transports import InfrastructureError
 
-from pytest_ondevice.binaries import BinaryResult, BinarySpec, Rerun
 from pytest_ondevice.farm.fleet import Device
 from pytest_ondevice.farm.labgrid_places import PlaceError
 from pytest_ondevice.farm.quarantine import Quarantine
-from pytest_ondevice.placement import run_on_a_device
+from pytest_ondevice.run.binary import BinaryResult, BinarySpec, Rerun
+from pytest_ondevice.run.failover import run_on_a_device
 
 SPEC = BinarySpec(board=SimpleNamespace(name="pi"), source=Path("a_test.c"), rel="a_test.c", cases=("A",))
 ARTIFACT = SimpleNamespace(path=Path("/bin/a_test.c.elf"), sha256="0" * 64)

@@ -98,7 +98,7 @@ def test_an_unreachable_device_is_said_once_in_full_and_every_item_is_still_an_e
 
 
 def test_each_different_error_is_shown_in_full_once_and_workers_agree_through_the_run_dir(tmp_path):
-    from pytest_ondevice.hooks import ErrorsShown
+    from pytest_ondevice.session.activate import ErrorsShown
 
     worker1, worker2 = ErrorsShown(tmp_path), ErrorsShown(tmp_path)  # two xdist workers of one run
     down = "pi: cannot connect: refused. Check the cable; or the power"

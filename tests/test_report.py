@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from pytest_ondevice.cli import main
+from pytest_ondevice.commands.cli import main
 from pytest_ondevice.records import report
 from pytest_ondevice.records.history import Bench, Result, Run, append_run, connect, load
 

@@ -9,7 +9,7 @@ import shutil
 import pytest
 from test_boards_qemu import FAULTS
 
-from pytest_ondevice.build.elf import read
+from pytest_ondevice.compiling.elf import read
 
 pytestmark = pytest.mark.slow
 BOARD = "riscv32-qemu"

@@ -16,8 +16,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_ondevice import sideruns
-from pytest_ondevice.build import store
+from pytest_ondevice.compiling import store
+from pytest_ondevice.run import sideruns
 
 SPECS = [SimpleNamespace(rel=f"t{i}_test.c", key=("host", f"t{i}")) for i in range(4)]
 
@@ -259,7 +259,7 @@ def test_a_single_binary_runs_in_pytests_process(project):
 
 CHECKED_BY = """
     import os
-    from pytest_ondevice.build import builder
+    from pytest_ondevice.compiling import builder
 
     _binary = builder.Builder.binary
 
@@ -506,7 +506,7 @@ def test_what_the_plugin_made_inside_the_tree_is_not_collected(project):
 
 def test_own_dirs_never_hide_the_tree(tmp_path: Path):
     from pytest_ondevice.config.settings import Settings
-    from pytest_ondevice.hooks import own_dirs
+    from pytest_ondevice.session.activate import own_dirs
 
     root = tmp_path / "proj"
     root.mkdir()
@@ -683,7 +683,7 @@ def test_a_binary_runs_after_a_conftest_prepared_its_case(project):
 
 CHECKS = """
     import os, time
-    from pytest_ondevice import runner
+    from pytest_ondevice.run import runner
 
     _build = runner.OnDeviceSession._build
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from pytest_ondevice.skipsummary import MAX_REASONS, skip_lines
+from pytest_ondevice.session.summaries import MAX_REASONS, skip_lines
 
 
 def skipped(reason: str):

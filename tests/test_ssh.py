@@ -868,7 +868,7 @@ def test_a_push_the_device_cut_short_is_an_error(sshd, tmp_path, monkeypatch):
 def test_a_cuda_test_on_a_jetson_without_a_gpu_is_an_error_over_ssh_too(pi):
     """The Jetson's CUDA binary (dynamically linked: the CUDA runtime loads the device's
     driver) runs on the loopback device, finds no GPU, and says so on the stamped channel."""
-    from pytest_ondevice.build import cuda
+    from pytest_ondevice.compiling import cuda
     from pytest_ondevice.config.board import BoardRegistry
 
     try:
@@ -886,7 +886,7 @@ def test_a_cuda_test_on_a_jetson_without_a_gpu_is_an_error_over_ssh_too(pi):
 def test_a_model_compiled_ahead_of_time_matches_tensorflow_over_ssh(pi):
     """examples/aot on the loopback Pi: tfcompile's aarch64 kernels, linked with the entry
     the plugin generates, run there as on qemu-user."""
-    from pytest_ondevice.build import aot
+    from pytest_ondevice.compiling import aot
 
     try:
         aot.compiler()

@@ -201,7 +201,7 @@ def test_an_account_that_left_the_group_cannot_make_a_failing_case_pass(accounts
     result = acc.run(acc.a, mine, umask=0o002, shared=True)
     assert "1 failed" in result, result
     assert "ondevice build: 1 compiled, 1 reused; 1 linked, 0 reused" in result, result  # b's: rebuilt
-    stats = acc.run(acc.a, mine, "-m", "pytest_ondevice.cli", "cache", "stats", shared=True)
+    stats = acc.run(acc.a, mine, "-m", "pytest_ondevice.commands.cli", "cache", "stats", shared=True)
     assert "untrusted, rebuilt 2 " in stats, stats  # b's object and binary
 
 
@@ -222,7 +222,7 @@ def test_a_shared_cache_works_for_two_accounts_with_the_usual_umask(accounts, op
     (mine / "check_test.c").write_text(textwrap.dedent(FAILING.format(value=3)))
     reused = acc.run(acc.a, mine, shared=shared)
     assert "1 failed" in reused and "ondevice build: 0 compiled" in reused, reused
-    cleaned = acc.run(acc.b, theirs, "-m", "pytest_ondevice.cli", "cache", "clean", shared=shared)
+    cleaned = acc.run(acc.b, theirs, "-m", "pytest_ondevice.commands.cli", "cache", "clean", shared=shared)
     assert "removed 5 entries" in cleaned, cleaned  # the runtime, two objects and two binaries
     assert "1 failed" in acc.run(acc.a, mine, shared=shared)
     for path in acc.cache.rglob("*"):  # what either account made: the group's, never others'

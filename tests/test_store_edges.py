@@ -21,7 +21,7 @@ from test_build_cache import _dead_pid
 from test_store_holds import REPO, _entry, _left, oldest_first
 from test_store_trust import KEY, STRANGER, _stored, _trim_could_run, one_of_each
 
-from pytest_ondevice.build import store
+from pytest_ondevice.compiling import store
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (chown to another account)")
 OTHER_KEY = "cd" * 32
@@ -426,7 +426,7 @@ STORE_ONE = """
 import sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-from pytest_ondevice.build import store
+from pytest_ondevice.compiling import store
 cache = store.Store(Path(sys.argv[2]))
 staged = cache.staging()
 (staged / "a.elf").write_bytes(b"built")

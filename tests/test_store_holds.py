@@ -14,7 +14,7 @@ from pathlib import Path
 from conftest import QUIET
 from test_build_cache import value_test
 
-from pytest_ondevice.build import store
+from pytest_ondevice.compiling import store
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -22,7 +22,7 @@ HOLDER = """
 import sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-from pytest_ondevice.build import store
+from pytest_ondevice.compiling import store
 cache = store.Store(Path(sys.argv[2]))
 assert cache.get(sys.argv[3]) is not None
 print("holding", flush=True)
@@ -172,7 +172,7 @@ def test_another_runs_trim_never_removes_the_binaries_this_run_is_about_to_run(p
 
 
 CLEANING_CC = """#!/bin/sh
-case " $* " in *lib/second.c*) {python} -m pytest_ondevice.cli cache clean --cache-dir {cache} >> {log} ;; esac
+case " $* " in *lib/second.c*) {python} -m pytest_ondevice.commands.cli cache clean --cache-dir {cache} >> {log} ;; esac
 exec cc "$@"
 """
 

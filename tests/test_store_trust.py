@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_ondevice.build import store
+from pytest_ondevice.compiling import store
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (chown to another account)")
 

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from pytest_ondevice.build import toolchain
+from pytest_ondevice.compiling import toolchain
 from pytest_ondevice.config.board import BoardRegistry
 
 

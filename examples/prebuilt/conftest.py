@@ -13,7 +13,7 @@ HERE = Path(__file__).resolve().parent
 
 
 def pytest_configure(config) -> None:
-    from pytest_ondevice.build.toolchain import ToolchainError
+    from pytest_ondevice.compiling.toolchain import ToolchainError
     from pytest_ondevice.plugin import selected_boards
 
     spec = importlib.util.spec_from_file_location("make_vendor_lib", HERE / "make_vendor_lib.py")

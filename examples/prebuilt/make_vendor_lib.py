@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pytest_ondevice.build.toolchain import resolve
+from pytest_ondevice.compiling.toolchain import resolve
 from pytest_ondevice.config.board import BoardRegistry
 
 HERE = Path(__file__).resolve().parent

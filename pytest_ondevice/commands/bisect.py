@@ -3,7 +3,7 @@ got slower, found by git's own bisection in a worktree of its own.
 
 The user's working tree, index and HEAD are never touched: git checks each candidate out in
 a detached worktree under the repository's git directory, and `git bisect run` drives the
-search, calling back into this module for each step (`python -m pytest_ondevice.bisect
+search, calling back into this module for each step (`python -m pytest_ondevice.commands.bisect
 step CONFIG`). A step runs pytest with the user's options and says:
 
 - good (exit 0): every selected case passed (and the metric, if any, is within its limit);
@@ -32,8 +32,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .build.store import pid_alive
-from .formats.benchline import MEMORY_UNIT
+from ..compiling.store import pid_alive
+from ..formats.benchline import MEMORY_UNIT
 
 GOOD, BAD, SKIP = "good", "bad", "skip"
 EXIT = {GOOD: 0, BAD: 1, SKIP: 125}
@@ -312,7 +312,7 @@ def _search(work: Path, good: str, bad: str, config: Config, above: str | None, 
     path.write_text(json.dumps(asdict(config)))
     _git(work, "bisect", "start", bad, good)
     proc = subprocess.Popen(
-        ["git", "bisect", "run", sys.executable, "-m", "pytest_ondevice.bisect", "step", str(path)],
+        ["git", "bisect", "run", sys.executable, "-m", "pytest_ondevice.commands.bisect", "step", str(path)],
         cwd=work,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -554,7 +554,7 @@ def suspects(history_path: Path, threshold: float) -> tuple[int, list[Suspect]]:
     """The last run's id, and what it got wrong that the previous run of the same board had
     right (nightlies per board may append to one file): cases that failed and passed there,
     and bench records slower by more than threshold % (an exact figure: any rise)."""
-    from .records import history as records
+    from ..records import history as records
 
     found = records.load(history_path, last=HISTORY_WINDOW, records=False)  # the figures, not the JSON
     if len(found.runs) < 2:
@@ -607,7 +607,7 @@ def from_history(
     """Bisect each new failure and latency regression of the history's last run against the
     run before it, within a budget of steps (each bisection's) and minutes (all of them);
     each answer is kept in the history beside the run."""
-    from .records import history as records
+    from ..records import history as records
 
     run_id, found = suspects(history_path, threshold)
     deadline = time.time() + minutes * 60 if minutes else 0.0
@@ -698,7 +698,7 @@ def _interrupt(signum, frame) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m pytest_ondevice.bisect step CONFIG` (git bisect run's callback)."""
+    """`python -m pytest_ondevice.commands.bisect step CONFIG` (git bisect run's callback)."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) == 2 and args[0] == "step":
         return step_main(args[1])
@@ -736,7 +736,7 @@ def command(argv: list[str]) -> int:
         parser.error("--metric needs --above VALUE or --above +PCT%")
     repo = Path.cwd()
     if args.history:
-        from .records.history import HistoryError
+        from ..records.history import HistoryError
 
         try:
             answers = from_history(repo, args.history, rest, args.threshold, args.max_steps, args.max_minutes)

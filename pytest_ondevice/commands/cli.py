@@ -10,12 +10,12 @@ import shutil
 import sys
 from pathlib import Path
 
-from .build import store
-from .build.toolchain import ToolchainError, resolve
-from .config.board import BoardRegistry
-from .config.schema import ConfigError
-from .transports import load as load_transport
-from .transports import status as transport_status
+from ..compiling import store
+from ..compiling.toolchain import ToolchainError, resolve
+from ..config.board import BoardRegistry
+from ..config.schema import ConfigError
+from ..transports import load as load_transport
+from ..transports import status as transport_status
 
 
 def print_boards(registry: BoardRegistry, out=None) -> int:
@@ -117,9 +117,9 @@ def cache_command(action: str, where: Path | None, out=None, shared: bool | None
 
 def report_command(db: Path, out: Path, threshold: str, last: int, rows: int) -> int:
     """A --history file as one HTML page; a missing or foreign file is one line and exit 1."""
-    from .records import bench
-    from .records.history import HistoryError, load
-    from .records.report import MatplotlibMissing, write
+    from ..records import bench
+    from ..records.history import HistoryError, load
+    from ..records.report import MatplotlibMissing, write
 
     try:
         pct = bench.parse_threshold(threshold)
@@ -193,7 +193,7 @@ def doctor_command(fleet: str | None, boards: list[str], rest: list[str]) -> int
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .records.report import DEFAULT_LAST, MAX_ROWS  # matplotlib is imported only when a page is drawn
+    from ..records.report import DEFAULT_LAST, MAX_ROWS  # matplotlib is imported only when a page is drawn
 
     args_given = sys.argv[1:] if argv is None else argv
     if args_given[:1] == ["bisect"]:  # its own options, and pytest's after them

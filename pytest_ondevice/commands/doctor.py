@@ -22,11 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from . import transports
+from .. import transports
+from ..farm.fleet import Device, Fleet
+from ..farm.labgrid_places import Coordinator
+from ..transports import InfrastructureError
 from .cli import print_table, toolchain_status
-from .farm.fleet import Device, Fleet
-from .farm.labgrid_places import Coordinator
-from .transports import InfrastructureError
 
 OPEN_TIMEOUT = 30.0  # seconds for one device to answer
 
@@ -44,10 +44,10 @@ class Row:
 
 
 def run(config: pytest.Config, out=None) -> int:
-    from .config.keys import selected_boards
-    from .config.options import registry
-    from .config.schema import ConfigError
-    from .hooks import fleet_for, transport_options
+    from ..config.keys import selected_boards
+    from ..config.options import registry
+    from ..config.schema import ConfigError
+    from ..session.activate import fleet_for, transport_options
 
     out = out or sys.stdout
     reg = registry(config)
@@ -118,10 +118,10 @@ def _verdict(board_rows: dict[str, Row], device_rows: list[Row], dir_rows: list[
 
 def _check_dirs(config: pytest.Config, reg, fleet: Fleet) -> list[Row]:
     """The directories a run writes, found as a run finds them: (what, path, status, why)."""
-    from .build import store
-    from .config.options import ini_path
-    from .config.schema import ConfigError
-    from .farm.lease import LeaseDirError, Leases
+    from ..compiling import store
+    from ..config.options import ini_path
+    from ..config.schema import ConfigError
+    from ..farm.lease import LeaseDirError, Leases
 
     cache_dir = ini_path(config, "ondevice_cache_dir", "ONDEVICE_CACHE_DIR") or store.default_dir()
     build_dir = ini_path(config, "ondevice_build_dir") or config.rootpath / ".ondevice" / "build"
@@ -172,8 +172,8 @@ def _unwritable(path: Path) -> str | None:
 
 def _check_device(reg, fleet, device: Device, ini, coordinator: Coordinator | None) -> tuple[bool, str, str]:
     """(reachable, status, why): the device opened and closed as a run would."""
-    from .config.schema import ConfigError
-    from .farm.devices import device_table
+    from ..config.schema import ConfigError
+    from ..farm.devices import device_table
 
     try:
         board = reg.get(device.board)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ..build import toolchain
+from ..compiling import toolchain
 from ..config.keys import BASELINE_KEY
 from ..config.options import registry
 from ..formats.benchline import MEMORY_UNIT, RSS_NAME, STACK_PREFIX

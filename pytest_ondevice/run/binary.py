@@ -7,11 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .build.builder import Artifact
-from .config.board import Board
-from .farm.fleet import Device
-from .formats import NO_NEEDS, Needs
-from .formats.protocol import BinaryVerdicts, RunEnd
+from ..compiling.builder import Artifact
+from ..config.board import Board
+from ..farm.fleet import Device
+from ..formats import NO_NEEDS, Needs
+from ..formats.protocol import BinaryVerdicts, RunEnd
 
 
 @dataclass(frozen=True)

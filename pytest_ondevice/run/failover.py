@@ -12,12 +12,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from .binaries import BinaryResult, BinarySpec, Rerun
-from .build.builder import Artifact
-from .farm.devices import Devices
-from .farm.labgrid_places import PlaceError
-from .farm.lease import Lease
-from .transports import InfrastructureError
+from ..compiling.builder import Artifact
+from ..farm.devices import Devices
+from ..farm.labgrid_places import PlaceError
+from ..farm.lease import Lease
+from ..transports import InfrastructureError
+from .binary import BinaryResult, BinarySpec, Rerun
 
 
 def run_on_a_device(

@@ -21,21 +21,22 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any, TypeVar
 
-from . import formats, sideruns
-from .binaries import BinaryResult, BinarySpec, Rerun
-from .build import compiledout, elf, toolchain
-from .build.builder import Artifact, Builder, BuildError, LinkError
-from .build.sizecheck import SizeError
-from .build.store import CacheError
-from .config import dirconfig
-from .config.board import Board, BoardRegistry
-from .config.schema import ConfigError
-from .config.settings import Settings
-from .farm.devices import Devices
-from .farm.lease import Lease
-from .formats.devlog import DeviceLog, keep_attempt_log, remove_attempt_logs
-from .placement import run_on_a_device
-from .transports import InfrastructureError
+from .. import formats
+from ..compiling import compiledout, elf, toolchain
+from ..compiling.builder import Artifact, Builder, BuildError, LinkError
+from ..compiling.sizecheck import SizeError
+from ..compiling.store import CacheError
+from ..config import dirconfig
+from ..config.board import Board, BoardRegistry
+from ..config.schema import ConfigError
+from ..config.settings import Settings
+from ..farm.devices import Devices
+from ..farm.lease import Lease
+from ..formats.devlog import DeviceLog, keep_attempt_log, remove_attempt_logs
+from ..transports import InfrastructureError
+from . import sideruns
+from .binary import BinaryResult, BinarySpec, Rerun
+from .failover import run_on_a_device
 from .unusable import device_unusable, skip_all
 
 DEFAULT_TIMEOUT = 60.0
@@ -163,7 +164,7 @@ class OnDeviceSession:
         return self.builder.binary(board, toolchain.resolve(board), self.dir_config(source), source, rel)
 
     def _cargo_binary(self, spec: BinarySpec) -> Artifact:
-        from .build import rustbuild  # cargo's modules only for a run that has a crate
+        from ..compiling import rustbuild  # cargo's modules only for a run that has a crate
 
         crate, board = spec.crate, spec.board
         assert crate is not None and spec.target is not None
@@ -626,7 +627,7 @@ class OnDeviceSession:
                     reruns=reruns,
                 )
             if self.settings.coverage and spec.board.kind == "baremetal":
-                from .records import coverage  # a run with --ondevice-coverage only
+                from ..records import coverage  # a run with --ondevice-coverage only
 
                 coverage.keep_sent(
                     coverage_data(self.settings), spec.board.name, spec.rel, verdicts.counts, verdicts.count_problems

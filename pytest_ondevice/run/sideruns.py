@@ -38,9 +38,9 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .binaries import BinaryResult, BinarySpec
-from .transports._proc import kill_tagged
-from .transports.contract import signal_name
+from ..transports._proc import kill_tagged
+from ..transports.contract import signal_name
+from .binary import BinaryResult, BinarySpec
 
 RUN_HERE = object()  # what outcome() gives for a binary pytest's process must run itself
 _PENDING = object()

@@ -8,10 +8,10 @@ on the device)."""
 
 from __future__ import annotations
 
-from .binaries import BinarySpec
-from .config.board import Board
-from .formats.protocol import BinaryVerdicts, Outcome, Verdict
-from .transports import RunEnd
+from ..config.board import Board
+from ..formats.protocol import BinaryVerdicts, Outcome, Verdict
+from ..transports import RunEnd
+from .binary import BinarySpec
 
 LOADER_EXIT = 127
 

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..build import toolchain
-from ..build.builder import Artifact, BuildError
+from ..compiling import toolchain
+from ..compiling.builder import Artifact, BuildError
 from ..config.board import Board, Memory
 from ..config.schema import ConfigError
 from ..farm.fleet import Device as FleetDevice
@@ -30,7 +30,7 @@ from .console import Console, returncode
 from .testlog import TestLog
 
 if TYPE_CHECKING:
-    from ..runner import OnDeviceSession
+    from ..run.runner import OnDeviceSession
 
 SOURCE_SUFFIXES = {".c", ".cc", ".cpp", ".cxx", ".S", ".s"}
 OUTPUT_KEPT = 16 << 20  # of one device.run()'s stdout in memory, by default: its first and last halves

@@ -20,7 +20,7 @@ import pytest
 from ..config.keys import INFRASTRUCTURE_PROPERTY, SESSION_KEY, SETUP_PROPERTY, selected_boards
 
 if TYPE_CHECKING:
-    from ..runner import OnDeviceSession
+    from ..run.runner import OnDeviceSession
     from .device import Device
 
 MARKER = (
@@ -132,7 +132,7 @@ def device_factory(request: pytest.FixtureRequest):
 
 @contextlib.contextmanager
 def _leased(request: pytest.FixtureRequest, board_name: str, tags: tuple[str, ...], nth: int = 0) -> Iterator[Device]:
-    from ..items import DeviceInfrastructureError
+    from ..session.items import DeviceInfrastructureError
     from ..transports import InfrastructureError
     from .device import Device
     from .testlog import TestLog

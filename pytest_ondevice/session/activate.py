@@ -16,23 +16,22 @@ from pathlib import Path
 import pytest
 from _pytest.runner import runtestprotocol
 
-from .build import store
-from .build.builder import BuildStats
-from .config.keys import BASELINE_KEY, SESSION_KEY, fleet_path, selected_boards
-from .config.options import check_device_option, ini_path, registry, stops_at_a_failure
-from .config.schema import ConfigError
-from .config.settings import Settings
-from .farm import fleet as fleet_mod
-from .farm import labgrid_places, rundir
-from .farm.fleet import Fleet
-from .farm.lease import identity
+from ..compiling import store
+from ..compiling.builder import BuildStats
+from ..config.keys import BASELINE_KEY, SESSION_KEY, fleet_path, selected_boards
+from ..config.options import check_device_option, ini_path, registry, stops_at_a_failure
+from ..config.schema import ConfigError
+from ..config.settings import Settings
+from ..farm import fleet as fleet_mod
+from ..farm import labgrid_places, rundir
+from ..farm.fleet import Fleet
+from ..farm.lease import identity
+from ..records.benchreport import BenchReport, load_baseline
+from ..run.runner import OnDeviceSession, coverage_data
+from ..transports import InfrastructureError
 from .items import FOUND_AT_RUN, DeviceInfrastructureError, OnDeviceFile, OnDeviceItem, RustFile
 from .quietphases import QUIET_PHASES_KEY, phase_callers
-from .records.benchreport import BenchReport, load_baseline
-from .reruns import RerunSummary
-from .runner import OnDeviceSession, coverage_data
-from .skipsummary import skip_lines
-from .transports import InfrastructureError
+from .summaries import RerunSummary, skip_lines
 
 # While binaries run, the threads that start them and read their output wake for each
 # exit and each chunk of output, and then wait for the interpreter lock, which the main
@@ -118,7 +117,7 @@ def activate(config: pytest.Config) -> None:
         config.pluginmanager.register(RerunSummary(), "ondevice-reruns")
     history = config.getoption("history")
     if history and not hasattr(config, "workerinput"):  # the controller records what workers report
-        from .records.history import HistoryRecorder
+        from ..records.history import HistoryRecorder
 
         config.pluginmanager.register(
             HistoryRecorder(config, config.invocation_params.dir / history), "ondevice-history"
@@ -130,8 +129,8 @@ def activate(config: pytest.Config) -> None:
 def _start_coverage(config: pytest.Config, session: OnDeviceSession) -> None:
     """A fresh count directory (the controller's; workers share it), and where an
     instrumented program on this machine writes its counts (libgcov reads GCOV_PREFIX)."""
-    from .records.coverage import CoverageReport
-    from .runner import coverage_data
+    from ..records.coverage import CoverageReport
+    from ..run.runner import coverage_data
 
     data = coverage_data(session.settings)
     if not hasattr(config, "workerinput"):
@@ -154,7 +153,7 @@ def _start_coverage(config: pytest.Config, session: OnDeviceSession) -> None:
 
 def _not_covered(session: OnDeviceSession, board) -> str:
     """Why a bare-metal board's code is not instrumented ("" when it is)."""
-    from .build.toolchain import ToolchainError
+    from ..compiling.toolchain import ToolchainError
 
     try:
         if session.builder.covered(board):
@@ -506,7 +505,7 @@ class OnDevicePlugin:
         """`-n` without --dist: cases go to workers by binary, never half a binary each."""
         if config.getvalue("dist") != "load":
             return None
-        from .farm.scheduling import BinaryScheduling
+        from ..farm.scheduling import BinaryScheduling
 
         return BinaryScheduling(config, log)
 

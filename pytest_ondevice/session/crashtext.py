@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .build.symbolize import Frame, Image, SymbolizeError, image, symbolize
-from .config.board import Board
-from .formats.crashline import MAX_FRAMES, Crash
-from .formats.failure import SourceSearch, located
+from ..compiling.symbolize import Frame, Image, SymbolizeError, image, symbolize
+from ..config.board import Board
+from ..formats.crashline import MAX_FRAMES, Crash
+from ..formats.failure import SourceSearch, located
 
 MAX_LINES = 16  # frames shown; a deep recursion is its innermost frames
 NULL_PAGE = 0x1000  # a pc below it: a call through a null (or nearly null) function pointer

@@ -10,21 +10,21 @@ from pathlib import Path
 import pytest
 from _pytest._code.code import TerminalRepr
 
-from . import formats
-from .binaries import BinaryResult, BinarySpec
-from .config.board import Board
-from .config.keys import BASELINE_KEY, BUILT, CUDA_SUFFIX, SESSION_KEY, selected_boards
-from .config.schema import ConfigError
-from .formats import Format, FormatError
-from .formats.benchline import MEMORY_UNIT, RSS_NAME
-from .formats.devlog import describe_end
-from .formats.discover import Case
-from .formats.failure import CaseFailureRepr, SourceSearch, located
-from .formats.protocol import Outcome, Verdict
+from .. import formats
+from ..config.board import Board
+from ..config.keys import BASELINE_KEY, BUILT, CUDA_SUFFIX, SESSION_KEY, selected_boards
+from ..config.schema import ConfigError
+from ..formats import Format, FormatError
+from ..formats.benchline import MEMORY_UNIT, RSS_NAME
+from ..formats.devlog import describe_end
+from ..formats.discover import Case
+from ..formats.failure import CaseFailureRepr, SourceSearch, located
+from ..formats.protocol import Outcome, Verdict
+from ..records.bench import BenchRecordError, as_property, compare, measure
+from ..records.bench import key as bench_key
+from ..run.binary import BinaryResult, BinarySpec
+from ..run.runner import OnDeviceSession
 from .quietphases import QuietPhases, quiet_callers
-from .records.bench import BenchRecordError, as_property, compare, measure
-from .records.bench import key as bench_key
-from .runner import OnDeviceSession
 
 BINARY_ITEM = "binary"  # the item of a file whose cases the source scan cannot see
 
@@ -101,7 +101,7 @@ class RustFile(pytest.File):
         return node
 
     def collect(self):
-        from .build import cargo
+        from ..compiling import cargo
 
         try:
             targets = _targets(self.crate)
@@ -145,7 +145,7 @@ class RustFile(pytest.File):
 
 @functools.cache
 def _targets(crate: Path):
-    from .build import cargo
+    from ..compiling import cargo
 
     return cargo.find_targets(crate)
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from .config.options import stops_at_a_failure
+from ..config.options import stops_at_a_failure
 
 # plugins of pytest's own that implement pytest_runtest_setup/call/teardown
 BUILTIN_PHASE_PLUGINS = frozenset(
