@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..build import strictmodes
+from ..compiling import strictmodes
 from .contract import ConnectionLost, Deployed, InfrastructureError
 
 HOME_SUBDIR = ".cache/pytest-ondevice"
