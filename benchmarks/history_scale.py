@@ -5,7 +5,7 @@ more night appended, and the morning report drawn from it.
 
 The history is built night by night through the plugin's own path: each case's setup,
 call and teardown reports with the properties the items give them (board, device, binary
-hash, bench records, reruns), gathered by history.Reports and appended by history.append,
+hash, bench records, reruns), gathered by recorder.Reports and appended by history.append,
 as --history does at the session's end. The suite: 1,000 binaries of 10 cases on three
 boards (a Pi fleet with wall-clock figures; two emulated Cortex-M boards whose cases also
 record their stack high-water, and whose clock is exact), 50 kernels measured on each board,
@@ -39,7 +39,7 @@ REPO = Path(__file__).resolve().parent.parent
 if __name__ == "__main__":  # run as a script: this checkout's plugin, whichever copy is installed
     sys.path.insert(0, str(REPO))
 from pytest_ondevice.formats.benchline import MEMORY_UNIT, BenchRecord  # noqa: E402
-from pytest_ondevice.records import history  # noqa: E402
+from pytest_ondevice.records import history, recorder  # noqa: E402
 from pytest_ondevice.records.bench import Measured, as_property  # noqa: E402
 
 GENERATOR = 1  # bump when the suite's shape changes: the cached history is built again
@@ -258,9 +258,9 @@ def _bench(binary: Binary, name: str, median: float, case: str, sha: str, device
     return as_property({**measured.as_dict(), "case": case, "binary_sha256": sha, "device_name": device})
 
 
-def gathered(reports: list[Report]) -> history.Reports:
+def gathered(reports: list[Report]) -> recorder.Reports:
     """The reports as --history gathers them while the session runs."""
-    gather = history.Reports()
+    gather = recorder.Reports()
     for report in reports:
         gather.note(report, report.when)
     return gather
@@ -281,8 +281,8 @@ def build(path: Path, nights: int, cases: int, devices: int, say=None) -> Suite:
 
 def cached(nights: int, cases: int, devices: int, fresh: bool) -> tuple[Path, Suite]:
     """The built history, from the temp directory when an identical one was built before (the
-    generator, its sizes and history.py's source name it)."""
-    code = (Path(history.__file__).read_bytes(), Path(__file__).read_bytes())
+    generator, its sizes and the source of history.py and recorder.py name it)."""
+    code = (Path(history.__file__).read_bytes(), Path(recorder.__file__).read_bytes(), Path(__file__).read_bytes())
     key = hashlib.sha256(b"".join(code) + f"{GENERATOR} {nights} {cases} {devices}".encode()).hexdigest()[:16]
     where = Path(tempfile.gettempdir()) / "ondevice-history-scale"
     path = where / f"{nights}n-{cases}c-{devices}d-{key}.db"

@@ -12,7 +12,8 @@ from _pytest.reports import TestReport
 from pytest_ondevice.formats.failure import CaseFailureRepr, SourceSearch
 from pytest_ondevice.records import report
 from pytest_ondevice.records.failmessage import MESSAGE_MAX, failure_text, headline, is_traceback
-from pytest_ondevice.records.history import Reports, Result, Run, append_run, connect, load
+from pytest_ondevice.records.history import Result, Run, append_run, connect, load
+from pytest_ondevice.records.recorder import Reports
 
 # a scripted test as a user writes it: the device fixture first in the traceback's locals, the
 # console's expect raising the plugin's own ExpectTimeout with the message it builds

@@ -11,7 +11,8 @@ import sys
 import pytest
 from conftest import QUIET
 
-from pytest_ondevice.records.history import Bench, Result, Run, append_run, case_name, connect, git_state, load
+from pytest_ondevice.records.history import Bench, Result, Run, append_run, connect, load
+from pytest_ondevice.records.recorder import case_name, git_state
 
 MIXED = """
     #include <stdint.h>

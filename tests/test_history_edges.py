@@ -13,7 +13,8 @@ from test_history import V1_SCHEMA, _rows
 
 from pytest_ondevice.records import history
 from pytest_ondevice.records.failmessage import MESSAGE_MAX
-from pytest_ondevice.records.history import Bench, HistoryError, Result, Run, append_run, case_name, connect, load, now
+from pytest_ondevice.records.history import Bench, HistoryError, Result, Run, append_run, connect, load
+from pytest_ondevice.records.recorder import case_name, now
 
 LOST = "pi-1: connection lost after 2.1 s (ssh: EOF)"
 
