@@ -10,7 +10,7 @@ import os
 import pickle
 from pathlib import Path
 
-from pytest_ondevice.run import runner
+from pytest_ondevice.run import engine, life, ways
 
 MODE = os.environ.get("ONDEVICE_REPLAY", "")
 FILE = Path(os.environ.get("ONDEVICE_REPLAY_FILE", "replay.pickle"))
@@ -18,18 +18,18 @@ _kept: dict[str, object] = {}
 
 if MODE == "replay":
     _kept = pickle.loads(FILE.read_bytes())
-    runner.OnDeviceSession._build_and_run = lambda self, spec: _kept[str(spec.key)]
-    runner.OnDeviceSession._build = lambda self, spec: _kept[str(spec.key)].artifact
-    runner.OnDeviceSession.run_aside = lambda self, specs, keep, progress: specs  # handed out here, in pytest's process
+    life.live = lambda engine, spec, earlier=(): _kept[str(spec.key)]
+    life.build = lambda engine, spec: _kept[str(spec.key)].artifact
+    ways.SideProcess.started = classmethod(lambda cls, *args: None)  # handed out here, in pytest's process
 elif MODE == "record":
-    _result = runner.OnDeviceSession.result  # where results arrive, from the side process too
+    _result = engine.Engine.result  # where results arrive, from the side process too
 
     def _recorded(self, spec):
         result, fresh = _result(self, spec)
         _kept[str(spec.key)] = result
         return result, fresh
 
-    runner.OnDeviceSession.result = _recorded
+    engine.Engine.result = _recorded
 
 
 def pytest_unconfigure(config) -> None:

@@ -1,4 +1,4 @@
-"""A local board's binaries run in a forked process beside pytest's (sideruns.py): results
+"""A local board's binaries run in a forked process beside pytest's (run/sideprocess.py, run/ways.py): results
 in item order, errors and log records handed back, and nothing lost or left running
 when it dies, is stopped, or the whole process group is signalled."""
 
@@ -17,13 +17,28 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_ondevice.compiling import store
-from pytest_ondevice.run import sideruns
+from pytest_ondevice.run import sideprocess
+from pytest_ondevice.run.messages import Building, Go, Say
 
 SPECS = [SimpleNamespace(rel=f"t{i}_test.c", key=("host", f"t{i}")) for i in range(4)]
 
 
-def _start(run, specs=SPECS, on_stop=lambda: None, counters=lambda: (0,), on_counts=lambda delta: None, **kw):
-    side = sideruns.start(specs, run, counters, on_stop, lambda: None, on_counts, **kw)
+def _start(
+    run,
+    specs=SPECS,
+    on_stop=lambda: None,
+    counters=lambda: (0,),
+    on_counts=lambda delta: None,
+    end=lambda: None,
+    on_end=lambda handover: None,
+    prepare=lambda tell: None,
+    on_said=lambda line: None,
+):
+    child = SimpleNamespace(
+        after_fork=lambda: None, prepare=prepare, run=run, counters=counters, stop=on_stop, handover=end
+    )
+    parent = SimpleNamespace(counted=on_counts, ended=on_end, said=on_said)
+    side = sideprocess.start(specs, child, parent)
     assert side is not None, "another thread lives in the test process"
     return side
 
@@ -60,13 +75,15 @@ def test_results_come_back_in_order_with_what_each_run_counted_and_the_end():
 
 def test_what_prepare_tells_reaches_the_parent_before_the_results():
     def prepare(tell):  # in the child, before its first run
-        tell(("building", 1))
-        threading.Thread(target=lambda: tell(("go", 2))).start()  # from any thread
+        tell(Building((0, 2, "a")))
+        tell(Say("waiting for a device"))  # for the person watching: said as it arrives
+        threading.Thread(target=lambda: tell(Go((2, 2, "b")))).start()  # from any thread
 
-    told = []
-    side = _start(lambda spec: spec.rel, prepare=prepare)
-    side.wait_prepared(lambda t: told.append(t) or t[0] == "go")
-    assert told == [("building", 1), ("go", 2)]
+    told, said = [], []
+    side = _start(lambda spec: spec.rel, prepare=prepare, on_said=said.append)
+    side.wait_prepared(lambda t: told.append(t) or isinstance(t, Go))
+    assert told == [Building((0, 2, "a")), Go((2, 2, "b"))]
+    assert said == ["waiting for a device"]
     assert _outcomes(side) == [s.rel for s in SPECS]
     side.stop()
     side.wait_prepared(lambda t: pytest.fail(f"told again: {t}"))  # the child has ended: returns at once
@@ -87,7 +104,7 @@ def test_stop_reads_a_long_last_word_while_the_child_writes_it():
 
 
 def test_it_runs_only_a_few_binaries_beyond_the_one_pytest_has_reached(tmp_path):
-    specs = [SimpleNamespace(rel=f"t{i}_test.c", key=("host", f"t{i}")) for i in range(sideruns.AHEAD + 10)]
+    specs = [SimpleNamespace(rel=f"t{i}_test.c", key=("host", f"t{i}")) for i in range(sideprocess.AHEAD + 10)]
     ran = tmp_path / "ran"
 
     def run(spec):
@@ -97,12 +114,12 @@ def test_it_runs_only_a_few_binaries_beyond_the_one_pytest_has_reached(tmp_path)
 
     side = _start(run, specs=specs)
     time.sleep(0.5)
-    assert len(ran.read_text().split()) == sideruns.AHEAD  # none reached yet: the first AHEAD
+    assert len(ran.read_text().split()) == sideprocess.AHEAD  # none reached yet: the first AHEAD
     side.reach(specs[5].key)
     time.sleep(0.5)
-    assert len(ran.read_text().split()) == 6 + sideruns.AHEAD
+    assert len(ran.read_text().split()) == 6 + sideprocess.AHEAD
     side.stop()
-    assert len(ran.read_text().split()) == 6 + sideruns.AHEAD  # stopped: nothing more
+    assert len(ran.read_text().split()) == 6 + sideprocess.AHEAD  # stopped: nothing more
 
 
 def test_an_error_in_a_run_reaches_the_item_that_reads_it():
@@ -122,7 +139,7 @@ def test_an_error_in_a_run_reaches_the_item_that_reads_it():
     with pytest.raises(ValueError, match="a plain error") as raised:
         side.outcome(SPECS[1].key)
     assert "in run\n" in "".join(raised.value.__notes__)  # where, in the child
-    with pytest.raises(sideruns.SideRunError, match=r"(?s)Traceback.*Unpicklable: held a socket"):
+    with pytest.raises(sideprocess.SideRunError, match=r"(?s)Traceback.*Unpicklable: held a socket"):
         side.outcome(SPECS[2].key)
     assert side.outcome(SPECS[3].key)[0] == "t3_test.c"
     side.stop()
@@ -148,7 +165,7 @@ def test_a_side_process_that_dies_leaves_its_runs_to_pytests_process_and_says_so
         return spec.rel
 
     side = _start(run)
-    assert _outcomes(side) == ["t0_test.c", "t1_test.c", sideruns.RUN_HERE, sideruns.RUN_HERE]
+    assert _outcomes(side) == ["t0_test.c", "t1_test.c", sideprocess.RUN_HERE, sideprocess.RUN_HERE]
     assert side.lost(SPECS[2].key) and not side.lost(SPECS[3].key)  # it died running t2
     note = side.note()
     assert note is not None and "killed by SIGKILL" in note and "from the 3rd of 4 on" in note, note
@@ -159,7 +176,7 @@ def test_a_change_to_the_environment_sends_the_rest_to_pytests_process(monkeypat
     side = _start(lambda spec: spec.rel)
     assert side.outcome(SPECS[0].key)[0] == "t0_test.c"
     monkeypatch.setenv("KERNEL_DATA", "/data")  # as a conftest's hook could, after the fork
-    assert [side.outcome(s.key)[0] for s in SPECS[1:]] == [sideruns.RUN_HERE] * 3
+    assert [side.outcome(s.key)[0] for s in SPECS[1:]] == [sideprocess.RUN_HERE] * 3
     note = side.note()
     assert note is not None and "the environment changed (KERNEL_DATA)" in note and "2nd of 4" in note, note
     side.stop()
@@ -169,9 +186,9 @@ def test_if_reading_the_results_fails_nothing_waits_for_good(monkeypatch):
     def broken(self):
         raise MemoryError("no room")
 
-    monkeypatch.setattr(sideruns.SideRuns, "_file_frames", broken)
+    monkeypatch.setattr(sideprocess.SideRuns, "_file_frames", broken)
     side = _start(lambda spec: spec.rel)
-    assert _outcomes(side) == [sideruns.RUN_HERE] * 4
+    assert _outcomes(side) == [sideprocess.RUN_HERE] * 4
     assert "reading its results failed: MemoryError('no room')" in (side.note() or "")
     side.stop()
 
@@ -204,7 +221,7 @@ def test_no_fork_while_another_thread_lives():
     other = threading.Thread(target=gate.wait)
     other.start()
     try:
-        assert sideruns.start(SPECS, lambda spec: spec.rel, lambda: (0,), lambda: None, lambda: None, print) is None
+        assert sideprocess.start(SPECS, SimpleNamespace(), SimpleNamespace()) is None
     finally:
         gate.set()
         other.join()
@@ -683,19 +700,19 @@ def test_a_binary_runs_after_a_conftest_prepared_its_case(project):
 
 CHECKS = """
     import os, time
-    from pytest_ondevice.run import runner
+    from pytest_ondevice.run import life
 
-    _build = runner.OnDeviceSession._build
+    _build = life.build
 
-    def _timed(self, spec):
+    def _timed(engine, spec):
         started = time.monotonic()
         try:
-            return _build(self, spec)
+            return _build(engine, spec)
         finally:
             with open("checks", "a") as f:
                 f.write(f"{os.getpid()} {spec.source.name} {started} {time.monotonic()}\\n")
 
-    runner.OnDeviceSession._build = _timed
+    life.build = _timed
 """
 
 

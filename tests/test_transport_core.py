@@ -247,8 +247,8 @@ def test_the_core_names_no_transport():
 
     core = Path(pytest_ondevice.__file__).resolve().parent
     names = {n for n in transports.known() if n != "local"} | {"qemu", "sftp", "paramiko", "adbutils"}
-    glue = [core / m for m in ("plugin.py", "runner.py", "hooks.py", "items.py")]
-    for module in [*glue, *(core / "farm").glob("*.py"), *(core / "formats").glob("*.py")]:
+    stages = ("run", "session", "farm", "formats")
+    for module in [core / "plugin.py", *(p for stage in stages for p in (core / stage).glob("*.py"))]:
         text = module.read_text()
         found = [n for n in names if re.search(rf"\b{re.escape(n)}\b", text, re.IGNORECASE)]
         assert not found, f"{module.name} names {found}"

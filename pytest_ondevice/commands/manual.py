@@ -13,8 +13,8 @@ import shutil
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-# installed: beside this module; in a checkout: the repository's own directories
+HERE = Path(__file__).resolve().parent.parent  # the package: the wheel installs docs/ and nightly/ in it
+# installed: in the package; in a checkout: the repository's own directories
 MANUAL = HERE / "docs" if (HERE / "docs").is_dir() else HERE.parent / "docs"
 NIGHTLY = HERE / "nightly" if (HERE / "nightly").is_dir() else HERE.parent / "examples" / "nightly"
 

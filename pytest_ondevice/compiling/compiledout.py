@@ -15,7 +15,7 @@ from .builder import Builder, BuildError
 from .store import CacheError
 
 if TYPE_CHECKING:  # a type only: the session's record of the binary
-    from ..run.binary import BinarySpec
+    from ..run.spec import BinarySpec
 
 Config = Callable[[], DirConfig]  # the source's ondevice.toml settings, read when needed
 

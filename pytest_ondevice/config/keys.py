@@ -8,7 +8,7 @@ import pytest
 
 TEST_PATTERNS = ("*_test.c", "*_test.cc", "*_test.cpp", "*_test.cu")  # collected by default (ini ondevice_files)
 CUDA_SUFFIX = ".cu"  # a CUDA source: built by nvcc, for boards with [cuda] archs
-SESSION_KEY = pytest.StashKey[Any]()  # the OnDeviceSession (runner.py), imported only when used
+SESSION_KEY = pytest.StashKey[Any]()  # the Engine (run/engine.py), imported only when used
 # --bench-compare: the baseline's records by bench key, and the slowdown threshold in %
 BASELINE_KEY = pytest.StashKey["tuple[dict[str, dict], float] | None"]()
 BUILT = "ondevice_built"  # --build-only: the user property of an item whose binary was built (its path)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..config.board import Board
 from ..formats.protocol import BinaryVerdicts, Outcome, Verdict
 from ..transports import RunEnd
-from .binary import BinarySpec
+from .spec import BinarySpec
 
 LOADER_EXIT = 127
 

@@ -30,7 +30,7 @@ from .console import Console, returncode
 from .testlog import TestLog
 
 if TYPE_CHECKING:
-    from ..run.runner import OnDeviceSession
+    from ..run.engine import Engine
 
 SOURCE_SUFFIXES = {".c", ".cc", ".cpp", ".cxx", ".S", ".s"}
 OUTPUT_KEPT = 16 << 20  # of one device.run()'s stdout in memory, by default: its first and last halves
@@ -110,7 +110,7 @@ class Device:
 
     def __init__(
         self,
-        session: OnDeviceSession,
+        session: Engine,
         board: Board,
         device: FleetDevice,
         transport: Transport,

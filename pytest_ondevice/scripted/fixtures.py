@@ -20,7 +20,7 @@ import pytest
 from ..config.keys import INFRASTRUCTURE_PROPERTY, SESSION_KEY, SETUP_PROPERTY, selected_boards
 
 if TYPE_CHECKING:
-    from ..run.runner import OnDeviceSession
+    from ..run.engine import Engine
     from .device import Device
 
 MARKER = (
@@ -67,7 +67,7 @@ def _ours(metafunc: pytest.Metafunc) -> bool:
     return bool(defs) and getattr(defs[-1].func, "__module__", "") == __name__
 
 
-def _not_for(node: pytest.Item, board_name: str, session: OnDeviceSession | None) -> str | None:
+def _not_for(node: pytest.Item, board_name: str, session: Engine | None) -> str | None:
     """Why a test is not for this board (its `board` markers), or None."""
     if session is None:
         return None
@@ -91,7 +91,7 @@ def _tags(marker: pytest.Mark) -> tuple[str, ...]:
     return (tags,) if isinstance(tags, str) else tuple(tags)
 
 
-def _with_tags(session: OnDeviceSession, board: str, tags: tuple[str, ...]) -> list:
+def _with_tags(session: Engine, board: str, tags: tuple[str, ...]) -> list:
     return [d for d in session.devices.for_board(board) if set(tags) <= set(d.tags)]
 
 
@@ -137,7 +137,7 @@ def _leased(request: pytest.FixtureRequest, board_name: str, tags: tuple[str, ..
     from .device import Device
     from .testlog import TestLog
 
-    session: OnDeviceSession | None = request.config.stash.get(SESSION_KEY, None)
+    session: Engine | None = request.config.stash.get(SESSION_KEY, None)
     if session is None:
         pytest.skip("needs a device: run with --board=NAME (or --fleet=FILE)")
     devices = session.devices

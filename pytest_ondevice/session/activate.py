@@ -27,7 +27,8 @@ from ..farm import labgrid_places, rundir
 from ..farm.fleet import Fleet
 from ..farm.lease import identity
 from ..records.benchreport import BenchReport, load_baseline
-from ..run.runner import OnDeviceSession, coverage_data
+from ..run.engine import Engine
+from ..run.life import coverage_data
 from ..transports import InfrastructureError
 from .items import FOUND_AT_RUN, DeviceInfrastructureError, OnDeviceFile, OnDeviceItem, RustFile
 from .quietphases import QUIET_PHASES_KEY, phase_callers
@@ -96,7 +97,7 @@ def activate(config: pytest.Config) -> None:
     if config.getoption("device_log") == "live" or config.getoption("capture") == "no":
         live = _live_writer(config)
     try:
-        session = config.stash[SESSION_KEY] = OnDeviceSession(settings, reg, live)
+        session = config.stash[SESSION_KEY] = Engine(settings, reg, live)
     except store.CacheError as e:
         raise pytest.UsageError(str(e)) from None
     config.add_cleanup(session.close)  # closed at unconfigure; this is for a usage error below
@@ -126,11 +127,10 @@ def activate(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "bench: a C/C++ test case that measures latency (ONDEVICE_BENCH)")
 
 
-def _start_coverage(config: pytest.Config, session: OnDeviceSession) -> None:
+def _start_coverage(config: pytest.Config, session: Engine) -> None:
     """A fresh count directory (the controller's; workers share it), and where an
     instrumented program on this machine writes its counts (libgcov reads GCOV_PREFIX)."""
     from ..records.coverage import CoverageReport
-    from ..run.runner import coverage_data
 
     data = coverage_data(session.settings)
     if not hasattr(config, "workerinput"):
@@ -151,7 +151,7 @@ def _start_coverage(config: pytest.Config, session: OnDeviceSession) -> None:
     )
 
 
-def _not_covered(session: OnDeviceSession, board) -> str:
+def _not_covered(session: Engine, board) -> str:
     """Why a bare-metal board's code is not instrumented ("" when it is)."""
     from ..compiling.toolchain import ToolchainError
 
@@ -422,16 +422,15 @@ class OnDevicePlugin:
         if session.testsfailed and not session.config.option.continue_on_collection_errors:
             return  # pytest stops before the first test: nothing to build or run for
         tr = session.config.pluginmanager.get_plugin("terminalreporter")
-        here = list(specs.values())  # built (and run) in pytest's own process
-        runs = ondevice.live is None and _runs_tests_here(session.config)  # live output stays in step with the items
-        # under -x and the like, no binary after the failure that stops the session may have run
-        aside = not on_device and not stops_at_a_failure(session.config) and not _conftest_prepares(session.config)
-        if runs and aside:
-            here = ondevice.run_aside(here, marked, lambda: BuildProgress(tr, ondevice.builder) if tr else _quiet)
-        ondevice.prebuild(here)
-        if runs:
-            ondevice.run_ahead(here)
-        if tr is not None and here:
+        here = ondevice.start(  # the way the binaries run (run/ways.py): decided once, here
+            list(specs.values()),
+            marked,
+            ahead=ondevice.live is None and _runs_tests_here(session.config),  # live output stays in step
+            # under -x and the like, no binary after the failure that stops the session may have run
+            aside=not on_device and not stops_at_a_failure(session.config) and not _conftest_prepares(session.config),
+            progress=lambda: BuildProgress(tr, ondevice.builder) if tr else _quiet,
+        )
+        if tr is not None and here:  # built in pytest's own process
             ondevice.wait_for_builds(BuildProgress(tr, ondevice.builder))
 
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -618,7 +617,7 @@ class ErrorsShown:
         return nodeid
 
 
-def _numbers(ondevice: OnDeviceSession) -> dict[str, int]:
+def _numbers(ondevice: Engine) -> dict[str, int]:
     cache = ondevice.builder.store.stats
     return {
         "damaged": cache.damaged,
@@ -630,7 +629,7 @@ def _numbers(ondevice: OnDeviceSession) -> dict[str, int]:
     }
 
 
-def _model_lines(ondevice: OnDeviceSession) -> list[str]:
+def _model_lines(ondevice: Engine) -> list[str]:
     """What each model compiled ahead of time takes on its board, beside the board's limits."""
 
     def size(n: int) -> str:

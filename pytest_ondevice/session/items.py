@@ -22,8 +22,9 @@ from ..formats.failure import CaseFailureRepr, SourceSearch, located
 from ..formats.protocol import Outcome, Verdict
 from ..records.bench import BenchRecordError, as_property, compare, measure
 from ..records.bench import key as bench_key
-from ..run.binary import BinaryResult, BinarySpec
-from ..run.runner import OnDeviceSession
+from ..run.engine import Engine
+from ..run.results import BinaryResult, BuildFailed, Built, InfraError, Ran
+from ..run.spec import BinarySpec
 from .quietphases import QuietPhases, quiet_callers
 
 BINARY_ITEM = "binary"  # the item of a file whose cases the source scan cannot see
@@ -43,7 +44,7 @@ class DeviceInfrastructureError(Exception):
     """The device could not be used: reported as an error, not a test failure."""
 
 
-def _session(node: pytest.Node) -> OnDeviceSession:
+def _session(node: pytest.Node) -> Engine:
     return node.config.stash[SESSION_KEY]
 
 
@@ -161,7 +162,7 @@ def _crate_of(path: Path, root: Path) -> Path | None:
     return None
 
 
-def _format_of(session: OnDeviceSession, path: Path, text: str) -> Format:
+def _format_of(session: Engine, path: Path, text: str) -> Format:
     """The harness ondevice.toml declares for this source, else the one it includes. A
     broken ondevice.toml is reported when the binary is built (its items error there)."""
     try:
@@ -264,10 +265,10 @@ class OnDeviceItem(DeviceVerdictItem):
         if result.retried:  # infrastructure trouble first, then a verdict from another device
             self.user_properties.append(("retried_after", "; ".join(result.retried)))
         self.user_properties.extend(_rerun_properties(result))
-        if fresh:
+        if fresh and isinstance(result, Ran):
             _report_found_on_device(self, result)
-        if result.infra_error:
-            raise DeviceInfrastructureError(f"{self.spec.board.name}: {self._result.infra_error}")
+        if isinstance(result, InfraError):
+            raise DeviceInfrastructureError(f"{self.spec.board.name}: {result.message}")
         if result.reruns and _strict_reruns(self.config) and self._verdict().outcome is Outcome.PASSED:
             raise DeviceInfrastructureError(
                 f"{self.spec.board.name}: {self.case} passed only after its binary was tried "
@@ -278,17 +279,18 @@ class OnDeviceItem(DeviceVerdictItem):
     def runtest(self) -> None:
         result = self._result
         assert result is not None
-        if result.build_error:
+        if isinstance(result, BuildFailed):
             shown = self.config.stash.setdefault(BUILD_ERROR_SHOWN, {})
             first = shown.setdefault(self.spec.key, self.nodeid)
             if first != self.nodeid:  # one error for the whole binary: in full once
                 raise CaseFailed(
                     f"build failed for board {self.spec.board.name}: the error is shown in full at {first}"
                 )
-            raise CaseFailed(f"build failed for board {self.spec.board.name}:\n{result.build_error}")
-        if result.verdicts is None:  # --build-only: reported as built (plugin.pytest_report_teststatus)
+            raise CaseFailed(f"build failed for board {self.spec.board.name}:\n{result.message}")
+        if isinstance(result, Built):  # --build-only: reported as built (plugin.pytest_report_teststatus)
             self.user_properties.append((BUILT, str(result.artifact.path)))
             return
+        assert isinstance(result, Ran)  # an InfraError stopped in setup
         verdict = self._verdict()
         if self.also_at and verdict.outcome is Outcome.FAILED:
             lines = ", ".join(map(str, (self.line, *self.also_at)))
@@ -303,14 +305,13 @@ class OnDeviceItem(DeviceVerdictItem):
     def _verdict(self) -> Verdict:
         result = self._result
         assert result is not None
-        if result.verdicts is None:
-            return Verdict(Outcome.FAILED, result.build_error or "")
+        if not isinstance(result, Ran):
+            return Verdict(Outcome.FAILED, result.message if isinstance(result, BuildFailed) else "")
         return result.verdicts.cases[self.case] if self.spec.cases else _binary_verdict(result)
 
-    def _attach_benches(self, result: BinaryResult) -> list[str]:
+    def _attach_benches(self, result: Ran) -> list[str]:
         """Latency records ride on the report (JUnit XML properties, xdist, --bench-json);
         returns the regressions against the --bench-compare baseline."""
-        assert result.verdicts is not None
         baseline = self.config.stash.get(BASELINE_KEY, None)
         regressions = []
         session = _session(self)
@@ -349,10 +350,9 @@ class OnDeviceItem(DeviceVerdictItem):
         return self.path, self.line - 1, f"{self.case} on {self.spec.board.name}"
 
 
-def _binary_verdict(result: BinaryResult) -> Verdict:
+def _binary_verdict(result: Ran) -> Verdict:
     """The verdict of a file with no visible case: its cases are reported one by one
     (as unlisted), and the binary fails when it printed none or the run itself is wrong."""
-    assert result.verdicts is not None
     if result.verdicts.problems:
         return Verdict(Outcome.FAILED, "\n".join(result.verdicts.problems))
     if not result.verdicts.unknown:
@@ -366,10 +366,10 @@ def _binary_verdict(result: BinaryResult) -> Verdict:
 
 
 def _failure_text(
-    verdict: Verdict, result: BinaryResult, search: SourceSearch, case: str, board: Board
+    verdict: Verdict, result: Ran, search: SourceSearch, case: str, board: Board
 ) -> tuple[str, tuple[str, ...]]:
     lines = [verdict.message or "failed on device"]
-    crash = result.verdicts.crash if result.verdicts is not None else None
+    crash = result.verdicts.crash
     if crash is not None and crash.case == case and result.artifact is not None:
         from .crashtext import crash_lines  # only a crash needs addr2line
 
@@ -404,10 +404,12 @@ def _strict_reruns(config: pytest.Config) -> bool:
 def _ran_on(result: BinaryResult) -> list[tuple[str, str]]:
     """The device and binary a report is about (JUnit properties, --history)."""
     where = []
-    if result.device is not None:
-        where.append(("device", result.device.name))
-    if result.artifact is not None:
-        where.append(("binary_sha256", result.artifact.sha256))
+    device = result.device if isinstance(result, (Ran, InfraError)) else None
+    artifact = result.artifact if isinstance(result, (Ran, InfraError, Built)) else None
+    if device is not None:
+        where.append(("device", device.name))
+    if artifact is not None:
+        where.append(("binary_sha256", artifact.sha256))
     return where
 
 
@@ -434,11 +436,9 @@ class FoundOnDevice(DeviceVerdictItem):
         return self.path, 0, f"{self.name}: {self.note}"
 
 
-def _report_found_on_device(item: OnDeviceItem, result: BinaryResult) -> None:
+def _report_found_on_device(item: OnDeviceItem, result: Ran) -> None:
     """Cases the device ran that the source scan did not find, and problems of the binary
     as a whole, become items of their own, never dropped and never folded into a case."""
-    if result.verdicts is None:
-        return
     board = item.spec.board.name
     found = [
         (name, verdict, f"case {name!r} ran on the device but was not found in the source")

@@ -9,7 +9,7 @@ and hands each result back through a pipe, in item order.
 - It runs at most AHEAD binaries beyond the one pytest has reached: a skip decided at run
   time costs no more, and the results waiting to be read stay few. (The plugin starts it
   neither under -x, --maxfail or --stepwise nor when a conftest hooks around each test:
-  see hooks.py.)
+  see ways.py.)
 - Forked only while this process has one thread: a fork copies the calling thread alone,
   so a lock another thread held would stay held in the child for good. So it is forked
   before the builds, and checks and builds them itself (`prepare`): pytest waits for that
@@ -36,18 +36,50 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from ..transports._proc import kill_tagged
 from ..transports.contract import signal_name
-from .binary import BinaryResult, BinarySpec
+from .messages import Done, Ended, Say, Started, Told
+from .spec import BinarySpec
 
 RUN_HERE = object()  # what outcome() gives for a binary pytest's process must run itself
 _PENDING = object()
 AHEAD = 16  # binaries the child may run beyond the one pytest has reached
 TAG = "ONDEVICE_SIDE_RUN"  # in the environment of every binary the child starts
 _FRAME = struct.Struct("!I")
-_STARTED, _DONE, _END, _PREPARED = 0, 1, 2, 3
+
+
+class Child(Protocol):
+    """What the forked process does: the session's side of it (ways.py)."""
+
+    def after_fork(self) -> None:
+        """Pools and locks of its own, first thing in the child."""
+
+    def prepare(self, tell: Callable[[Told], None]) -> None:
+        """Start the builds; tell pytest's process how they go (from any thread)."""
+
+    def run(self, spec: BinarySpec) -> Any:
+        """One binary's result."""
+
+    def counters(self) -> tuple[int, ...]:
+        """What the summary counts: each run's change is sent with its result."""
+
+    def stop(self) -> None:
+        """pytest's process closed its end: the session is over, or pytest died."""
+
+    def handover(self) -> Any:
+        """The last word: what pytest's process takes over (built keys, cache entries held)."""
+
+
+class Parent(Protocol):
+    """What pytest's process does with what the child sends, as it arrives."""
+
+    def counted(self, delta: tuple[int, ...]) -> None: ...
+
+    def ended(self, handover: Any) -> None: ...
+
+    def said(self, line: str) -> None: ...
 
 
 class SideRunError(Exception):
@@ -59,24 +91,12 @@ class SideRuns:
     thread when an item asks (a reader thread would only hand the interpreter lock back
     and forth: measured, items waited 0.1-0.3 ms a binary for it to get a turn)."""
 
-    def __init__(
-        self,
-        pid: int,
-        keys: Sequence[object],
-        results: int,
-        commands: int,
-        tag: str,
-        on_counts: Callable[[tuple[int, ...]], None],
-        on_end: Callable[[Any], None],
-        on_told: Callable[[Any], bool] = lambda payload: False,
-    ) -> None:
+    def __init__(self, pid: int, keys: Sequence[object], results: int, commands: int, tag: str, parent: Parent) -> None:
         self.pid = pid
         self._slots: list[Any] = [_PENDING] * len(keys)  # a result, _Raised, or RUN_HERE
         self._records: list[list[logging.LogRecord]] = [[] for _ in keys]
         self._index = {key: i for i, key in enumerate(keys)}
-        self._on_counts = on_counts
-        self._on_end = on_end
-        self._on_told = on_told
+        self._parent = parent
         self._results = results
         self._buffer = bytearray()
         self._eof = False
@@ -91,10 +111,10 @@ class SideRuns:
         self._why: str | None = None  # why (for the summary)
         self._stopped = False
         self._status: int | None = None
-        self._prepared: list[Any] = []  # what prepare() told, not yet read
+        self._prepared: list[Told] = []  # what prepare() told, not yet read
         self._lock = threading.RLock()
 
-    def wait_prepared(self, until: Callable[[Any], bool], done: Callable[[], bool] = lambda: False) -> None:
+    def wait_prepared(self, until: Callable[[Told], bool], done: Callable[[], bool] = lambda: False) -> None:
         """Read what the child's prepare() tells until until(it) is true, or done() after
         anything it sent, or the child ends."""
         while True:
@@ -119,7 +139,7 @@ class SideRuns:
             os.write(self._commands, _FRAME.pack(index))
         return True
 
-    def told(self) -> list[Any]:
+    def told(self) -> list[Told]:
         """What prepare() has told since last asked, without waiting."""
         self._pump(block=False)
         told, self._prepared = self._prepared, []
@@ -229,21 +249,22 @@ class SideRuns:
             end = start + _FRAME.size + size
             if len(buffer) < end:
                 break
-            kind, index, payload = pickle.loads(memoryview(buffer)[start + _FRAME.size : end])
+            message = pickle.loads(memoryview(buffer)[start + _FRAME.size : end])
             start = end
-            if kind == _STARTED:
-                self._started = index
-            elif kind == _PREPARED:
-                if not self._on_told(payload):  # a line for the person watching goes out now
-                    self._prepared.append(payload)
-            elif kind == _DONE:
-                outcome, delta, records = payload
-                self._on_counts(delta)
-                self._slots[index] = _Raised(outcome) if isinstance(outcome, BaseException) else outcome
-                self._records[index] = records
-            else:
-                self._on_end(payload[0])
-                self._on_counts(payload[1])
+            match message:
+                case Started(index):
+                    self._started = index
+                case Done(index, outcome, counted, records):
+                    self._parent.counted(counted)
+                    self._slots[index] = _Raised(outcome) if isinstance(outcome, BaseException) else outcome
+                    self._records[index] = records
+                case Say(line):  # for the person watching: out now, even while an item waits
+                    self._parent.said(line)
+                case Ended(handover, counted):
+                    self._parent.ended(handover)
+                    self._parent.counted(counted)
+                case _:  # a build's progress: read by wait_prepared() and told()
+                    self._prepared.append(message)
         del buffer[:start]
 
     def _cut_short(self, why: str | None) -> None:
@@ -286,25 +307,14 @@ class _Raised:
         self.error = error
 
 
-def start(
-    specs: Sequence[BinarySpec],
-    run: Callable[[BinarySpec], BinaryResult],
-    counters: Callable[[], tuple[int, ...]],
-    on_stop: Callable[[], None],
-    after_fork: Callable[[], None],
-    on_counts: Callable[[tuple[int, ...]], None],
-    end: Callable[[], Any] = lambda: None,
-    on_end: Callable[[Any], None] = lambda payload: None,
-    prepare: Callable[[Callable[[Any], None]], None] = lambda tell: None,
-    on_told: Callable[[Any], bool] = lambda payload: False,
-) -> SideRuns | None:
+def start(specs: Sequence[BinarySpec], child: Child, parent: Parent) -> SideRuns | None:
     """Fork the child that runs specs in order; None when this process has other threads.
 
-    In the child: after_fork() first (fresh pools and locks), then prepare(tell), whose
-    tell(x) (from any thread) the parent reads with wait_prepared(), unless on_told(x), called
-    as it arrives (even while an item waits for a result), says it was taken care of; run(spec) for each, on_stop()
-    when the parent closes its end (the session is over, or pytest died), end() last, its
-    value handed to on_end() here. on_counts() gets what each run changed of counters()."""
+    In the child: child.after_fork() first, then child.prepare(tell), whose messages the
+    parent reads with wait_prepared() (a Say goes to parent.said() as it arrives, even while
+    an item waits for a result); child.run(spec) for each, child.stop() when the parent
+    closes its end, child.handover() last, handed to parent.ended(). parent.counted() gets
+    what each run changed of child.counters()."""
     if threading.active_count() != 1:
         return None
     tag = secrets.token_hex(8)
@@ -318,17 +328,17 @@ def start(
             os.close(results_r)
             os.close(commands_w)
             os.environ[TAG] = tag
-            after_fork()
-            _child(specs, run, counters, on_stop, end, prepare, results_w, commands_r)
+            child.after_fork()
+            _child(specs, child, results_w, commands_r)
             code = 0
         finally:
             os._exit(code)
     os.close(results_w)
     os.close(commands_r)
-    return SideRuns(pid, [s.key for s in specs], results_r, commands_w, tag, on_counts, on_end, on_told)
+    return SideRuns(pid, [s.key for s in specs], results_r, commands_w, tag, parent)
 
 
-def _child(specs, run, counters, on_stop, end, prepare, results_fd: int, commands_fd: int) -> None:  # pragma: no cover
+def _child(specs: Sequence[BinarySpec], child: Child, results_fd: int, commands_fd: int) -> None:  # pragma: no cover
     # Ctrl-C, a closed terminal's SIGHUP and a CI's SIGTERM to the process group reach it
     # too: the parent decides, and closes the pipe, after which the run here is stopped
     # (its binary's group killed). Handlers, not SIG_IGN, which the binaries would inherit.
@@ -348,53 +358,53 @@ def _child(specs, run, counters, on_stop, end, prepare, results_fd: int, command
         with changed:
             stopping = True
             changed.notify()
-        on_stop()
+        child.stop()
 
     threading.Thread(target=watch, daemon=True).start()
     keep = logging.handlers.BufferingHandler(sys.maxsize)  # never flushed: sent with each result
     records = keep.buffer
     logging.root.handlers[:] = [keep]  # the parent's handlers get them through the pipe
-    before = counters()
+    before = child.counters()
     writing = threading.Lock()  # prepare's threads tell the parent too
     with os.fdopen(results_fd, "wb") as pipe:
 
-        def send(kind: int, index: int, payload: Any) -> None:
-            frame = pickle.dumps((kind, index, payload), pickle.HIGHEST_PROTOCOL)
+        def send(message: Any) -> None:
+            frame = pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
             with writing:
                 pipe.write(_FRAME.pack(len(frame)) + frame)
                 pipe.flush()
 
-        def tell(payload: Any) -> None:
+        def tell(message: Told) -> None:
             if stopping:
                 return  # the parent reads only the end now
             with contextlib.suppress(OSError, ValueError):  # the parent stopped reading: it stops us too
-                send(_PREPARED, -1, payload)
+                send(message)
 
-        prepare(tell)
+        child.prepare(tell)
 
         for index, spec in enumerate(specs):
             with changed:
                 changed.wait_for(lambda i=index: stopping or i <= reached + AHEAD)
                 if stopping:
                     break
-            send(_STARTED, index, None)
+            send(Started(index))
             try:
-                outcome: Any = run(spec)
+                outcome: Any = child.run(spec)
             except BaseException as e:  # a bug of ours: the item shows it
                 outcome = _portable_error(e)
-            now = counters()
+            now = child.counters()
             delta, before = tuple(a - b for a, b in zip(now, before, strict=True)), now
             kept = [_portable(r) for r in records]
             records.clear()
             try:
-                send(_DONE, index, (outcome, delta, kept))
+                send(Done(index, outcome, delta, kept))
             except BrokenPipeError:
                 return
             except Exception as e:  # the result did not pickle (nothing was written)
                 error = SideRunError(f"the result of {spec.rel} could not be handed back: {e!r}")
-                send(_DONE, index, (error, delta, []))
+                send(Done(index, error, delta, []))
         with contextlib.suppress(Exception):  # with what was counted since the last result (builds)
-            send(_END, -1, (end(), tuple(a - b for a, b in zip(counters(), before, strict=True))))
+            send(Ended(child.handover(), tuple(a - b for a, b in zip(child.counters(), before, strict=True))))
 
 
 def _portable(record: logging.LogRecord) -> logging.LogRecord:

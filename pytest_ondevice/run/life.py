@@ -1,0 +1,264 @@
+"""One binary's life, read top to bottom: built, placed on a device, deployed, run, its
+output parsed into verdicts, with every retry it may take:
+
+1. **rebuild** (`build`, `_intact`): a cache entry that vanished while the binary was
+   built is built again (LOST_RETRIES times, then a CacheError naming the culprit); a
+   binary removed from the cache since its build is built again, never run as missing.
+2. **reconnect** (`_on_leased`): a link lost while deploying or running is reopened and
+   the binary run again on the same device (the `retries` setting), each attempt's log kept.
+3. **next device** (`_on_a_device`): an infrastructure error on one device of a fleet runs
+   it on another (the fleet's `retries`), under failover.py's rule of strikes, health
+   checks and suspects.
+4. **here, after the side process died** while running it: ways.py hands that attempt in
+   as `earlier`, shown first among the reruns.
+
+Each step calls into the stage that owns the work (compiling, farm, transports, formats);
+the session's shared parts (builder, devices, counters) are the Engine's (engine.py).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .. import formats
+from ..compiling import compiledout, elf, toolchain
+from ..compiling.builder import Artifact, BuildError, LinkError
+from ..compiling.sizecheck import SizeError
+from ..compiling.store import CacheError
+from ..config.schema import ConfigError
+from ..config.settings import Settings
+from ..farm.labgrid_places import PlaceError
+from ..farm.lease import Lease
+from ..formats.devlog import DeviceLog, keep_attempt_log, remove_attempt_logs
+from ..transports import InfrastructureError
+from .failover import Failover
+from .results import BinaryResult, BuildFailed, Built, InfraError, Ran, Rerun
+from .spec import BinarySpec
+from .unusable import device_unusable, skip_all
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+NONCE_LINE_SYMBOL = "ondevice_nonce_line"  # micro_test.h's
+
+
+def live(engine: Engine, spec: BinarySpec, earlier: tuple[Rerun, ...] = ()) -> BinaryResult:
+    """The binary's result: built (by the time it is asked for, usually already), then run
+    on the first device of its board that can, its output read into verdicts."""
+    built = _ready(engine, spec, lambda: _intact(engine, spec, engine.build_future(spec).result()))
+    if not isinstance(built, tuple):
+        result: BinaryResult = built
+    elif built[2] and spec.board.kind == "baremetal":  # a configuration error: never a test failure
+        result = InfraError(
+            message=f"{spec.rel} declares data files, but {spec.board.name} is bare metal and has no "
+            "file system: embed the data in the binary (e.g. as a const array)"
+        )
+    elif engine.settings.build_only:
+        result = Built(artifact=built[0])
+    else:
+        result = _on_a_device(engine, spec, *built)
+    return replace(result, reruns=(*earlier, *result.reruns)) if earlier else result
+
+
+# -- 1. build -------------------------------------------------------------------------------
+def build(engine: Engine, spec: BinarySpec) -> Artifact:
+    """Compile and link (or cargo-build) the binary into the store: run ahead on the
+    engine's build pool as soon as collection ends."""
+    if spec.crate is not None:
+        return _cargo_binary(engine, spec)
+    tc = toolchain.resolve(spec.board)
+    return engine.builder.binary(spec.board, tc, engine.dir_config(spec.source), spec.source, spec.rel, spec.needs)
+
+
+def _cargo_binary(engine: Engine, spec: BinarySpec) -> Artifact:
+    from ..compiling import rustbuild  # cargo's modules only for a run that has a crate
+
+    crate, board = spec.crate, spec.board
+    assert crate is not None and spec.target is not None
+    built = engine.builder.once(
+        ("cargo", board.name, crate),
+        lambda: rustbuild.binaries(
+            engine.builder, board, engine.dir_config(crate / "Cargo.toml"), crate, engine.settings.build_root
+        ),
+    )
+    path = built.get(spec.target)
+    if path is None:
+        kind, name = spec.target
+        made = ", ".join(f"{k} {n}" for k, n in built) or "none"
+        raise BuildError(f"cargo built no test binary for the {kind} target {name} of {crate} (it built: {made})")
+    return rustbuild.artifact(path)
+
+
+def _ready(
+    engine: Engine, spec: BinarySpec, build: Callable[[], Artifact]
+) -> tuple[Artifact, float, Any] | BinaryResult:
+    """The binary with its timeout and data files, or the result that says why there is none."""
+    try:
+        artifact = build()
+        timeout = engine.timeout_for(spec)
+        data = engine.dir_config(spec.source).for_file(spec.source).data
+    except (CacheError, ConfigError, toolchain.ToolchainError) as e:
+        # an unusable cache or build dir, a broken ondevice.toml, no compiler (or CUDA
+        # toolkit) for the board: not the code's fault, so the items are errors naming the
+        # file or the package (never failures, never a false pass)
+        return InfraError(message=str(e))
+    except LinkError as e:  # a file whose every case an #ifdef removed has nothing to link (no main)
+        skipped = compiledout.all_compiled_out(engine.builder, spec, lambda: engine.dir_config(spec.source))
+        return Ran(verdicts=skipped) if skipped is not None else BuildFailed(message=str(e))
+    except (BuildError, SizeError) as e:
+        return BuildFailed(message=str(e))
+    return artifact, timeout, data
+
+
+def _intact(engine: Engine, spec: BinarySpec, artifact: Artifact) -> Artifact:
+    """The binary as the cache holds it now: one removed since its build (by hand; trims
+    and cleans leave what a live session holds) is built again, never run as missing (a
+    strike on the device) nor reported as the code's failure."""
+    return artifact if _rechecked(engine, spec, artifact) else build(engine, spec)
+
+
+def _rechecked(engine: Engine, spec: BinarySpec, artifact: Artifact) -> bool:
+    """Whether the cache still holds the binary as built: a stat once its digest is known
+    (remembered per inode and times), so asking again after the wait for a device is cheap."""
+    return spec.crate is not None or engine.builder.intact(artifact)
+
+
+# -- 3. place: the next device --------------------------------------------------------------
+def _on_a_device(engine: Engine, spec: BinarySpec, artifact: Artifact, timeout: float, data: Any) -> BinaryResult:
+    """The result on the first device of the board that could run the binary."""
+    fleet = Failover(spec, engine.devices)
+    last: InfraError | None = None
+    for _ in range(fleet.tries):
+        candidates = fleet.candidates()
+        if not candidates:
+            if last is None:
+                return fleet.nowhere(artifact)
+            break
+        try:
+            lease = engine.devices.lease(candidates)
+        except PlaceError as e:  # that device's place is unusable: strike it, try another
+            last = fleet.place_unusable(e, artifact)
+            continue
+        except InfrastructureError as e:
+            if last is None:
+                return InfraError(message=str(e), artifact=artifact)
+            fleet.no_lease(e)
+            break
+        with lease:
+            engine.devices.follow(lease.device)
+            result = _on_leased(engine, spec, lease, artifact, timeout, data)
+        if not isinstance(result, InfraError):
+            return fleet.ran(result)
+        suspect = fleet.judge(lease.device, result)
+        last = suspect or result
+        if suspect is not None or engine.stopping.is_set():  # the suspect moves no further
+            break
+    assert last is not None
+    return fleet.gave_up(last)
+
+
+# -- 2. deploy and run: reconnect -----------------------------------------------------------
+def _on_leased(
+    engine: Engine, spec: BinarySpec, lease: Lease, artifact: Artifact, timeout: float, data: Any
+) -> BinaryResult:
+    """Deploy and run on one leased device; a dropped connection is reopened and run
+    again, keeping the log of every attempt."""
+    device = lease.device
+    if not _rechecked(engine, spec, artifact):  # removed by hand while the binary waited for a device
+        built = _ready(engine, spec, lambda: _intact(engine, spec, artifact))
+        if not isinstance(built, tuple):
+            return built
+        artifact = built[0]
+    several = len(engine.devices.for_board(spec.board.name)) > 1
+    logs = engine.settings.build_root / spec.board.name / "logs"
+    log_path = (logs / device.name if several else logs) / f"{spec.rel}.log"
+    prefix = f"{spec.board.name}@{device.name}" if several else spec.board.name
+    attempts = 1 + max(0, engine.settings.retries)
+    reruns: list[Rerun] = []
+    lost = ""  # why the previous attempt was cut short
+    harness = formats.named(spec.format)
+    remove_attempt_logs(log_path)
+    for attempt in range(1, attempts + 1):
+        parser = harness.parser(spec.cases)
+        if hasattr(parser, "ours"):  # our header's binary: only its nonce-stamped run is believed
+            parser.ours = built_with_our_header(artifact)
+        log = DeviceLog(log_path, prefix, parser.feed_line, engine.live, engine.settings.log_max)
+        try:
+            transport = engine.devices.transport(device)
+            deployed = transport.deploy(artifact.path, artifact.sha256, data)
+            engine.count_deploy(deployed.pushed)
+            record = transport.run_file(deployed) if harness.record_args else None
+            end = transport.run(deployed, harness.args(record), timeout, log.feed)
+            if record is not None:
+                parser.framework_record(transport.read_run_file(record, formats.MAX_RECORD_BYTES))
+        except InfrastructureError as e:
+            log.close()
+            message = f"{lost}; then, on attempt {attempt}: {e}" if lost else str(e)
+            started = e.binary_started or any(r.binary_started for r in reruns)
+            if e.retryable and attempt < attempts:  # a dropped connection: reconnect, run again
+                lost = str(e)
+                reruns.append(Rerun(device.name, str(e), keep_attempt_log(log_path, attempt), e.binary_started))
+                try:
+                    engine.devices.transport(device).reopen()
+                    continue
+                except InfrastructureError as again:
+                    message = f"{lost}; then, reconnecting: {again}"
+                    reruns.pop()
+            if e.retryable:
+                engine.devices.forget(device)
+            return InfraError(
+                message=message,
+                log_path=log_path,
+                artifact=artifact,
+                device=device,
+                reruns=tuple(reruns),
+                binary_started=started,
+                transient=e.retryable,
+            )
+        log.close(end)
+        return _verdicts(engine, spec, parser, end, Ran(
+            verdicts=parser.verdicts(list(spec.cases), end),
+            artifact=artifact, log_path=log_path, end=end, timeout=timeout, device=device, reruns=tuple(reruns),
+        ))  # fmt: skip
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+# -- parse: the verdicts ---------------------------------------------------------------------
+def _verdicts(engine: Engine, spec: BinarySpec, parser: Any, end: Any, ran: Ran) -> BinaryResult:
+    """What the run's output says, unless it says the device could not run the binary at
+    all (decided from what the test cannot write: the device's fault, not the code's)."""
+    device = ran.device
+    assert device is not None
+    unusable = device_unusable(parser, end, spec.board)
+    if unusable and device.name != spec.board.name:  # a fleet's device: name it
+        unusable = f"on device {device.name}: {unusable}"
+    if unusable and getattr(parser, "unavailable", None) and engine.settings.no_gpu == "skip":
+        return Ran(verdicts=skip_all(spec, unusable), artifact=ran.artifact, log_path=ran.log_path, end=end)
+    if unusable:
+        return InfraError(
+            message=unusable, log_path=ran.log_path, artifact=ran.artifact, device=device, reruns=ran.reruns
+        )
+    verdicts = ran.verdicts
+    if engine.settings.coverage and spec.board.kind == "baremetal":
+        from ..records import coverage  # a run with --ondevice-coverage only
+
+        where = coverage_data(engine.settings)
+        coverage.keep_sent(where, spec.board.name, spec.rel, verdicts.counts, verdicts.count_problems)
+    compiledout.skip_compiled_out(engine.builder, spec, lambda: engine.dir_config(spec.source), verdicts)
+    return ran
+
+
+def coverage_data(settings: Settings) -> Path:
+    """Where this session's gcov counts and the notes' whereabouts go (every xdist worker's)."""
+    return settings.build_root / "coverage-data"
+
+
+@functools.lru_cache(maxsize=4096)
+def built_with_our_header(artifact: Artifact) -> bool:
+    """Whether micro_test.h's marker symbol is in the binary (looked up once per build)."""
+    return elf.defines_symbol(artifact.path, NONCE_LINE_SYMBOL)
+

@@ -1,0 +1,26 @@
+"""What to build and run for one board: the record every stage of a binary's life reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config.board import Board
+from ..formats import NO_NEEDS, Needs
+
+
+@dataclass(frozen=True)
+class BinarySpec:
+    board: Board
+    source: Path
+    rel: str  # source path relative to the project root, for output names
+    cases: tuple[str, ...]  # as the device prints them, in its run order
+    lines: tuple[tuple[str, int], ...] = ()  # (case, line of its declaration)
+    format: str = "tflm"  # the test harness (formats/): how it is run and its output read
+    needs: Needs = NO_NEEDS  # what the harness links
+    crate: Path | None = None  # a Rust crate's directory: built by cargo, not by us
+    target: tuple[str, str] | None = None  # its test binary: (kind, cargo target name)
+
+    @property
+    def key(self) -> tuple[str, Path]:
+        return (self.board.name, self.source)
