@@ -9,7 +9,7 @@ import threading
 from types import SimpleNamespace
 
 import pytest
-from pytest_ondevice.transports import adb
+from pytest_ondevice.transports import adb_wire
 
 
 def tcp_pair() -> tuple[socket.socket, socket.socket]:
@@ -38,25 +38,25 @@ class Recording:
         return getattr(self.sock, name)
 
 
-@pytest.mark.skipif(adb.QUICKACK is None, reason="no TCP_QUICKACK here")
+@pytest.mark.skipif(adb_wire.QUICKACK is None, reason="no TCP_QUICKACK here")
 def test_every_read_of_a_stream_acknowledges_at_once():
     """The adb server writes a stream's packets with Nagle on, and Linux delays the ACKs of a
     long-lived stream (the keeper's): a reply in two packets waited 40 ms for the second.
     Each read asks the kernel to acknowledge at once."""
     ours, theirs = tcp_pair()
     sock = Recording(ours)
-    stream = adb.ShellV2(SimpleNamespace(conn=sock, close=ours.close), "adb:test")
+    stream = adb_wire.ShellV2(SimpleNamespace(conn=sock, close=ours.close), "adb:test")
     with theirs:
-        theirs.sendall(adb.HEADER.pack(adb.STDOUT, 6) + b"hello\n")
+        theirs.sendall(adb_wire.HEADER.pack(adb_wire.STDOUT, 6) + b"hello\n")
         assert stream.read(5) == b"hello\n"
-        theirs.sendall(adb.HEADER.pack(adb.EXIT, 1) + b"\x03")
+        theirs.sendall(adb_wire.HEADER.pack(adb_wire.EXIT, 1) + b"\x03")
         while stream.poll() is None:
             stream.wait(5)
     assert stream.poll().exit_code == 3
     reads = [i for i, call in enumerate(sock.calls) if call == ("recv",)]
     assert reads
     for i in reads:
-        assert sock.calls[i - 1] == ("setsockopt", socket.IPPROTO_TCP, adb.QUICKACK, 1), sock.calls
+        assert sock.calls[i - 1] == ("setsockopt", socket.IPPROTO_TCP, adb_wire.QUICKACK, 1), sock.calls
 
 
 class FakeSync:
@@ -84,25 +84,25 @@ class FakeSync:
 
         try:
             while True:
-                kind, length = adb.SYNC.unpack(read(8))
+                kind, length = adb_wire.SYNC.unpack(read(8))
                 path = read(length).decode()
                 if kind == b"STAT":
                     size = len(self.received.get(path, b""))
                     sock.sendall(b"STAT" + struct.pack("<III", 0o100600, size, 0))
                     continue
                 name, body = path.rsplit(",", 1)[0], b""
-                while (head := adb.SYNC.unpack(read(8)))[0] == b"DATA":
+                while (head := adb_wire.SYNC.unpack(read(8)))[0] == b"DATA":
                     body += read(head[1])
                 self.received[name] = body
-                sock.sendall(adb.SYNC.pack(b"OKAY", 0))
+                sock.sendall(adb_wire.SYNC.pack(b"OKAY", 0))
         except (EOFError, OSError):
             sock.close()
 
 
 def test_pushes_reuse_a_kept_sync_stream_and_a_closed_one_is_replaced(tmp_path):
     device = FakeSync()
-    transport = SimpleNamespace(syncs=adb.SyncPool(device, timeout=5))
-    fs = adb.AdbFs(transport)
+    transport = SimpleNamespace(syncs=adb_wire.SyncPool(device, timeout=5))
+    fs = adb_wire.AdbFs(transport)
     local = tmp_path / "binary"
     local.write_bytes(bytes(range(256)) * 600)  # three DATA packets
     fs.put(str(local), "/data/local/tmp/a")
