@@ -357,3 +357,11 @@ def test_every_runtime_file_of_a_shipped_board_is_in_the_wheel():
     for name in reg.names():
         for path in reg.get(name).toolchain.runtime:
             assert path.resolve().is_relative_to(boards), f"{name}: {path} is outside boards/, not in the wheel"
+
+
+@pytest.mark.parametrize("key", ["ondevice_cache_size", "ondevice_log_max"])
+def test_a_size_that_is_not_one_is_a_usage_error_naming_the_ini_key(pytester, key):
+    pytester.makeini(f"[pytest]\n{key} = lots\n")
+    result = pytester.runpytest("--board=host")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{key}: not a size: 'lots' (write e.g. 5G or 500M)*"])

@@ -22,6 +22,7 @@ from test_store_holds import REPO, _entry, _left, oldest_first
 from test_store_trust import KEY, STRANGER, _stored, _trim_could_run, one_of_each
 
 from pytest_ondevice.compiling import store
+from pytest_ondevice.config.assemble import parse_size
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (chown to another account)")
 OTHER_KEY = "cd" * 32
@@ -132,15 +133,15 @@ def test_the_default_cache_dir_is_per_user_like_ccaches(monkeypatch, tmp_path):
     ],
 )
 def test_sizes_are_read_as_ccache_reads_them(text, size):
-    assert store.parse_size(text) == size
-    assert store.parse_size(f" {text.lower()} ") == size
+    assert parse_size(text) == size
+    assert parse_size(f" {text.lower()} ") == size
 
 
 def test_a_size_that_is_none_is_an_error_saying_how_to_write_one():
     with pytest.raises(ValueError, match=r"^not a size: 'lots' \(write e.g. 5G or 500M\)$"):
-        store.parse_size("lots")
+        parse_size("lots")
     with pytest.raises(ValueError, match=r"^must be more than 0: '0M'$"):
-        store.parse_size("0M")
+        parse_size("0M")
 
 
 def test_the_same_inputs_in_any_order_have_one_key():
@@ -427,6 +428,7 @@ import sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 from pytest_ondevice.compiling import store
+from pytest_ondevice.config.assemble import parse_size
 cache = store.Store(Path(sys.argv[2]))
 staged = cache.staging()
 (staged / "a.elf").write_bytes(b"built")

@@ -44,10 +44,11 @@ class Row:
 
 
 def run(config: pytest.Config, out=None) -> int:
+    from ..config.assemble import transport_options
     from ..config.keys import selected_boards
     from ..config.options import registry
     from ..config.schema import ConfigError
-    from ..session.activate import fleet_for, transport_options
+    from ..session.activate import fleet_for
 
     out = out or sys.stdout
     reg = registry(config)

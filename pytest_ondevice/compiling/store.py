@@ -251,6 +251,7 @@ class Store:
             if not shard:
                 break
             self._discard(path)  # its entries were never used: nothing to count
+        assert why, "the loop ends only on a problem"
         raise self._untrusted(self.root, path, why)
 
     def _trusted(self, path: Path, kind: int) -> os.stat_result | None:
@@ -721,20 +722,6 @@ class Store:
                 self._staging.remove(staged)
         if remove:
             _remove(staged)
-
-
-def parse_size(text: str) -> int:
-    """'5G', '500M', '2048K' or bytes, as ccache -M takes them."""
-    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-    value = text.strip().upper().removesuffix("B").removesuffix("I")
-    number, unit = (value[:-1], value[-1]) if value[-1:] in units else (value, "")
-    try:
-        size = int(float(number) * units[unit])
-    except ValueError:
-        raise ValueError(f"not a size: {text!r} (write e.g. 5G or 500M)") from None
-    if size <= 0:
-        raise ValueError(f"must be more than 0: {text!r}")
-    return size
 
 
 def key_of(*parts: object) -> str:

@@ -18,8 +18,9 @@ from _pytest.runner import runtestprotocol
 
 from ..compiling import store
 from ..compiling.builder import BuildStats
+from ..config import assemble
 from ..config.keys import BASELINE_KEY, SESSION_KEY, fleet_path, selected_boards
-from ..config.options import check_device_option, ini_path, registry, stops_at_a_failure
+from ..config.options import check_device_option, registry, stops_at_a_failure
 from ..config.schema import ConfigError
 from ..config.settings import Settings
 from ..farm import fleet as fleet_mod
@@ -55,44 +56,19 @@ def activate(config: pytest.Config) -> None:
             reg.get(name)
     except ConfigError as e:
         raise pytest.UsageError(str(e)) from None
-    cache_dir = ini_path(config, "ondevice_cache_dir", "ONDEVICE_CACHE_DIR") or store.default_dir()
     worker = getattr(config, "workerinput", {}).get("workerid")  # "gw0", ... on an xdist worker
-    ini_timeout = config.getini("ondevice_timeout")
     try:
-        cache_size = store.parse_size(config.getini("ondevice_cache_size"))
-    except ValueError as e:
-        raise pytest.UsageError(f"ondevice_cache_size: {e}") from None
-    try:
-        log_max = store.parse_size(config.getini("ondevice_log_max"))
-    except ValueError as e:
-        raise pytest.UsageError(f"ondevice_log_max: {e}") from None
-    settings = Settings(
-        rootdir=config.rootpath,
-        build_root=ini_path(config, "ondevice_build_dir") or config.rootpath / ".ondevice" / "build",
-        cache_dir=cache_dir,
-        cache_shared=config.getini("ondevice_cache_shared"),  # None: from $ONDEVICE_CACHE_SHARED
-        cache_max_size=cache_size,
-        test_patterns=tuple(config.getini("ondevice_files").split()),
-        log_max=log_max,
-        coverage=config.getoption("ondevice_coverage"),
-        side_process=config.getini("ondevice_side_process"),
-        no_gpu=config.getoption("ondevice_no_gpu"),
-        jobs=config.getoption("build_jobs") or os.cpu_count() or 2,
-        fleet=fleet,
-        run_dir=_run_dir(config),
-        lease_dir=fleet.lease_dir or cache_dir / "leases",
-        lease_timeout=config.getoption("lease_timeout"),
-        who=identity(worker),
-        worker_index=int(worker[2:]) if worker and worker[2:].isdigit() else 0,
-        say=_say(config),
-        console=config.getoption("console"),
-        cli_timeout=config.getoption("device_timeout"),
-        ini_timeout=float(ini_timeout) if ini_timeout else None,
-        build_only=config.getoption("build_only"),
-        defines=("ONDEVICE_BENCH_DISABLE=1",) if config.getoption("bench_disable") else (),
-        retries=int(config.getini("ondevice_retries")),
-        transport_options=transport_options(config),
-    )
+        settings = assemble.settings(
+            config,
+            fleet=fleet,
+            run_dir=_run_dir(config),
+            default_cache_dir=store.default_dir(),
+            who=identity(worker),
+            worker_index=int(worker[2:]) if worker and worker[2:].isdigit() else 0,
+            say=_say(config),
+        )
+    except ConfigError as e:
+        raise pytest.UsageError(str(e)) from None
     live = None
     if config.getoption("device_log") == "live" or config.getoption("capture") == "no":
         live = _live_writer(config)
@@ -282,26 +258,6 @@ def _builds_here(config: pytest.Config) -> bool:
         return False
     distributing = getattr(config.option, "dist", "no") != "no" and bool(getattr(config.option, "tx", None))
     return not (distributing and not hasattr(config, "workerinput"))
-
-
-def transport_options(config: pytest.Config):
-    """The project's ini value for a transport option, as its declaration reads it (None:
-    not set). Asked only for the transports a board uses: loading all of them costs ~40 ms."""
-
-    def value(name: str, kind: str):
-        try:
-            raw = config.getini(name)
-        except ValueError:  # a third-party transport's ini key that pytest was not told of
-            return None
-        if raw in ("", None):
-            return None
-        if kind == "path":
-            return str(config.rootpath / raw)
-        if kind == "bool":
-            return str(raw).strip().lower() in ("1", "true", "yes", "on")
-        return raw
-
-    return value
 
 
 def _live_writer(config: pytest.Config):
