@@ -18,7 +18,7 @@ import pytest
 
 from pytest_ondevice.commands.cli import main
 from pytest_ondevice.formats.benchline import MEMORY_UNIT
-from pytest_ondevice.records import history, report
+from pytest_ondevice.records import analysis, history, reliability, report
 
 REPO = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("history_scale", REPO / "benchmarks" / "history_scale.py")
@@ -80,14 +80,14 @@ def _tables(page: str) -> dict[str, int]:
 def test_the_page_lists_at_most_its_row_limit_per_table_and_counts_the_rest(farm, monkeypatch):
     monkeypatch.setattr(report, "MAX_PANELS", 2)  # the charts' bound is theirs; drawing fewer is quicker
     found = history.load(farm, records=False)
-    every = report.series(found)
+    every = analysis.series(found)
     latency = [s for s in every if s.unit != MEMORY_UNIT]
     stacks = [s for s in every if s.unit == MEMORY_UNIT]
     lists = {
-        "new-failures": (report.new_failures(found), "new failures"),
-        "slow-kernels": (report.slow_kernels(latency, found, 5.0), "slower kernels"),
-        "flaky": (report.flaky(found), "flaky cases"),
-        "deeper-stacks": (report.slow_kernels(stacks, found, 5.0), "deeper stacks"),
+        "new-failures": (analysis.new_failures(found), "new failures"),
+        "slow-kernels": (analysis.slow_kernels(latency, found, 5.0), "slower kernels"),
+        "flaky": (reliability.flaky(found), "flaky cases"),
+        "deeper-stacks": (analysis.slow_kernels(stacks, found, 5.0), "deeper stacks"),
     }
     limit = 3
     assert len(lists["flaky"][0]) > 10 * limit  # the farm's reruns: a long list to page

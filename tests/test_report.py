@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from pytest_ondevice.commands.cli import main
-from pytest_ondevice.records import report
+from pytest_ondevice.records import analysis, reliability, report
 from pytest_ondevice.records.history import Bench, Result, Run, append_run, connect, load
 
 # board -> (bench unit, deterministic, devices)
@@ -121,16 +121,16 @@ def history_db(tmp_path):
 def test_the_analysis_names_the_slow_kernel_the_new_failure_the_flaky_case_and_the_bad_device(history_db):
     history = load(history_db)
     assert len(history.runs) == history.total_runs == 5
-    new = report.new_failures(history)
+    new = analysis.new_failures(history)
     assert [(f.result.case_name, f.result.board, f.before) for f in new] == [
         ("SimpleTestQuantized", "mps2-an386", "passed")
     ]
-    slow = report.slow_kernels(report.series(history), history, 5.0)
+    slow = analysis.slow_kernels(analysis.series(history), history, 5.0)
     assert [(s.name, s.board, round(s.change())) for s in slow] == [("gemm_s8_opt_32", "bluepill-qemu", 20)]
-    assert report.slow_kernels(report.series(history), history, 25.0) == []
-    flaky = report.flaky(history)
+    assert analysis.slow_kernels(analysis.series(history), history, 25.0) == []
+    flaky = reliability.flaky(history)
     assert [(f.case_name, f.board, f.passed, f.failed) for f in flaky] == [("EchoesAtSpeed", "rpi", 4, 1)]
-    bad = {s.device: (s.errors, s.retried_away) for s in report.devices(history) if s.errors or s.retried_away}
+    bad = {s.device: (s.errors, s.retried_away) for s in reliability.devices(history) if s.errors or s.retried_away}
     assert bad == {"pi-2": (2, 9)}
 
 
@@ -228,7 +228,8 @@ def test_without_matplotlib_the_report_says_what_to_install(history_db, tmp_path
 
 
 def test_the_plugin_and_the_report_module_do_not_import_matplotlib():
-    modules = "pytest_ondevice.records.report, pytest_ondevice.records.history"
+    records = ("report", "analysis", "reliability", "charts", "history", "recorder")
+    modules = ", ".join(f"pytest_ondevice.records.{name}" for name in records)
     code = f"import sys, {modules}; sys.exit('matplotlib' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
@@ -284,7 +285,7 @@ def test_a_pass_after_a_rerun_is_flaky_in_the_report_naming_device_and_cause(pro
     monkeypatch.setenv("RERUN", "flaky")
     project.run("--history=h.db").assert_outcomes(passed=2)
     history = load(project.path / "h.db")
-    (lucky,) = report.flaky(history)
+    (lucky,) = reliability.flaky(history)
     assert (lucky.case_name, lucky.passed, lucky.failed, lucky.after_rerun, lucky.last) == ("Lucky", 3, 0, 2, "passed")
     assert lucky.reruns == (
         "pi-1: connection lost after 2.1 s (ssh: EOF)",
@@ -305,7 +306,7 @@ def test_a_case_that_passed_cleanly_in_every_run_is_not_flaky(tmp_path):
         results.append(Result("a_test.c::B[rpi]", "B", "failed" if night == 1 else "passed", **where))
         append_run(db, run, results, [])
     db.close()
-    assert [f.case_name for f in report.flaky(load(path))] == ["B"]  # flipped on one binary; A never reran
+    assert [f.case_name for f in reliability.flaky(load(path))] == ["B"]  # flipped on one binary; A never reran
     assert "No earlier run" not in report._flaky_section([], 2)  # two runs compared: none is flaky
     assert report._flaky_section([], 2).endswith('<p class="ok">None.</p>')
     assert report._flaky_section([], 1).endswith("<p>No earlier run to compare with.</p>")
@@ -355,7 +356,7 @@ def test_flaky_cases_come_failures_first_then_most_reruns_and_devices_count_each
         append_run(db, run, results, [])
     db.close()
     history = load(path)
-    found = report.flaky(history)
+    found = reliability.flaky(history)
     assert [(f.case_name, f.failed, f.after_rerun) for f in found] == [
         ("Flip", 1, 0),
         ("Twice", 0, 2),  # ties by node id
@@ -363,7 +364,7 @@ def test_flaky_cases_come_failures_first_then_most_reruns_and_devices_count_each
         ("Once", 0, 1),
     ]
     assert found[2].binary_sha256 == "" and found[2].reruns == ("said so",)
-    stats = {s.device: s for s in report.devices(history)}
+    stats = {s.device: s for s in reliability.devices(history)}
     assert (stats["pi-1"].cut_short, stats["pi-1"].board, stats["pi-1"].last_error) == (5, "rpi", lost)
     _damage(path, "UPDATE results SET reruns = '[1, 2]' WHERE rowid = 1")
     damaged = load(path)

@@ -12,7 +12,7 @@ import sys
 import pytest
 from test_report import _table_column
 
-from pytest_ondevice.records import report
+from pytest_ondevice.records import analysis, charts, reliability, report
 from pytest_ondevice.records.history import Bench, Result, Run, append_run, connect, load
 
 SHA, SHA2 = "ab" * 32, "cd" * 32
@@ -35,7 +35,7 @@ def _case(outcome: str, name: str = "A", sha: str | None = SHA, **kw) -> Result:
 
 
 def _flaky(history) -> list[tuple]:
-    return [(f.case_name, f.passed, f.failed, f.after_rerun, f.last, f.reruns) for f in report.flaky(history)]
+    return [(f.case_name, f.passed, f.failed, f.after_rerun, f.last, f.reruns) for f in reliability.flaky(history)]
 
 
 def test_only_passes_and_failures_of_one_binary_can_flip(tmp_path):
@@ -55,7 +55,7 @@ def test_a_failure_after_a_rerun_is_a_failure_not_a_flaky_pass(tmp_path):
         [_case("failed", "Fails", sha=None, reruns=[LOST]), _case("failed", "Binary", reruns=[LOST])],
         [_case("failed", "Fails", sha=None, reruns=[LOST]), _case("failed", "Binary", reruns=[LOST])],
     )
-    assert report.flaky(history) == []
+    assert reliability.flaky(history) == []
     assert report._flaky_section([], len(history.runs)).endswith('<p class="ok">None.</p>')
 
 
@@ -67,7 +67,7 @@ def test_a_flaky_case_counts_each_verdict_in_run_order_and_names_each_cause_once
         [_case("passed", reruns=["pi-3: device unreachable", LOST])],
         [_case("passed")],
     )
-    (case,) = report.flaky(history)
+    (case,) = reliability.flaky(history)
     assert (case.case_name, case.board, case.binary_sha256) == ("A", "rpi", SHA)
     assert (case.passed, case.failed, case.after_rerun, case.last) == (3, 1, 2, "passed")
     assert case.reruns == (LOST, "pi-3: device unreachable", "the first attempt crashed")
@@ -79,7 +79,7 @@ def test_the_flaky_table_shows_the_short_binary_and_every_cause_in_one_cell(tmp_
         tmp_path / "h.db",
         [_case("passed", reruns=[LOST]), _case("passed", "NoBinary", sha=None, reruns=[long_cause])],
     )
-    page = report._flaky_section(report.flaky(history), len(history.runs))
+    page = report._flaky_section(reliability.flaky(history), len(history.runs))
     assert _table_column(page, "flaky") == ["A", "NoBinary"]
     assert _table_column(page, "flaky", 1) == ["a_test.c", "a_test.c"]
     assert _table_column(page, "flaky", 3) == [f"<code>{SHA[:12]}</code>", "<code>-</code>"]
@@ -93,12 +93,12 @@ def test_each_attempt_cut_short_counts_against_its_device_and_names_its_cause(tm
         [_case("passed", reruns=[LOST]), _case("error", "B", device="pi-3", message="  pi-3: gone  \n")],
         [_case("passed", "C", device="pi-4"), _case("passed", "D", board="bluepill", device="zz-qemu")],
     )
-    stats = {s.device: s for s in report.devices(history)}
+    stats = {s.device: s for s in reliability.devices(history)}
     assert list(stats) == ["zz-qemu", "pi-1", "pi-2", "pi-3", "pi-4"]  # sorted by board, then device
     assert (stats["pi-1"].cut_short, stats["pi-1"].last_error, stats["pi-1"].last_error_run) == (2, LOST, 1)
     assert (stats["pi-3"].cut_short, stats["pi-3"].errors, stats["pi-3"].last_error) == (1, 1, "pi-3: gone")
     assert (stats["pi-2"].passed, stats["pi-2"].cut_short, stats["pi-4"].passed) == (2, 0, 1)
-    page = report._device_errors_section(report.devices(history), history)
+    page = report._device_errors_section(reliability.devices(history), history)
     assert _table_column(page, "device-errors") == ["pi-3", "pi-1"]  # errors first, then attempts cut short
     assert _table_column(page, "device-errors", 4) == ["1", "2"]
     assert _table_column(page, "device-errors", 5) == ["2026-11-02 02:00", "2026-11-02 02:00"]
@@ -118,12 +118,12 @@ def test_devices_a_binary_moved_away_from_are_named_from_the_note_and_errors_sor
         append_run(db, run, results, [])
     db.close()
     history = load(tmp_path / "h.db")
-    stats = {s.device: s for s in report.devices(history)}
+    stats = {s.device: s for s in reliability.devices(history)}
     assert "log" not in stats  # after the first, only names seen as devices count
     assert (stats["pi-9"].retried_away, stats["pi-1"].retried_away, stats["pi-9"].last_error) == (1, 1, moved)
     assert (stats["pi-3"].errors, stats["pi-3"].last_error, stats["pi-3"].last_error_run) == (2, "pi-3: gone again", 1)
     assert (stats["pi-4"].last_error, stats["pi-4"].last_error_run) == ("", 0)  # an error that said nothing
-    page = report._device_errors_section(report.devices(history), history)
+    page = report._device_errors_section(reliability.devices(history), history)
     assert _table_column(page, "device-errors") == ["pi-3", "pi-1", "pi-4", "pi-9", "pi-6", "pi-5"]
     assert _table_column(page, "device-errors", 5) == [
         "2026-11-02 02:00",
@@ -169,7 +169,7 @@ def test_a_flaky_case_s_last_verdict_is_its_last_pass_or_failure_not_a_later_err
         ("A", 1, 1, 0, "passed", ()),
         ("B", 1, 0, 1, "passed", ("pi-3: device unreachable", LOST)),
     ]
-    page = report._flaky_section(report.flaky(history), len(history.runs))
+    page = report._flaky_section(reliability.flaky(history), len(history.runs))
     assert _table_column(page, "flaky", 8) == ["", f"pi-3: device unreachable; {LOST}"]  # one cell, latest first
 
 
@@ -189,7 +189,7 @@ def test_each_device_s_attempts_count_its_verdicts_and_a_plain_python_test_is_no
             _case("passed", "B", device="pi-1"),
         ],
     )
-    stats = report.devices(history)
+    stats = reliability.devices(history)
     assert [(s.device, s.passed, s.failed, s.pass_rate) for s in stats] == [("pi-1", 2, 2, 50.0), ("pi-2", 1, 0, 100.0)]
     assert [(s.attempts, s.trouble, s.trouble_rate) for s in stats] == [(4, 0, 0.0), (1, 0, 0.0)]
     page = report._pass_rate_section(report._pyplot(), stats)
@@ -210,7 +210,7 @@ def test_a_new_failure_of_a_plain_python_test_leaves_board_device_and_message_em
         [Result(tool, "test_fleet_file_parses", "passed")],
         [Result(tool, "test_fleet_file_parses", "failed")],  # no board, no device, nothing said
     )
-    page = report._failures_section(report.new_failures(history))
+    page = report._failures_section(analysis.new_failures(history))
     assert [_table_column(page, "new-failures", col)[0] for col in range(7)] == [
         "test_fleet_file_parses",
         "tests/test_tools.py",
@@ -309,12 +309,12 @@ def test_a_new_failure_is_one_that_passed_or_did_not_run_in_the_previous_run_of_
             [],
         ),
     )
-    found = report.new_failures(load(path))
+    found = analysis.new_failures(load(path))
     assert [(f.result.case_name, f.result.outcome, f.before) for f in found] == [
         ("New", "failed", "not run"),
         ("Passed", "error", "passed"),
     ]
-    assert report.new_failures(load(path, last=1)) is None  # one run: nothing to compare with
+    assert analysis.new_failures(load(path, last=1)) is None  # one run: nothing to compare with
     page = report._failures_section(found)
     assert _table_column(page, "new-failures", 1) == ["a_test.c", "a_test.c"]
     assert page.startswith(
@@ -346,17 +346,17 @@ def test_a_kernel_is_newly_slow_only_over_the_threshold_and_in_its_boards_latest
         (_night(3), both[:1], [_bench("gemm", 220), _bench("conv", 1050)]),  # fft not run; mps2's last night was 2
     )
     history = load(path)
-    all_series = report.series(history)
+    all_series = analysis.series(history)
     assert [(s.board, s.name, s.points) for s in all_series] == [
         ("bluepill", "conv", [(0, 1000.0), (1, 1000.0), (2, 1050.0)]),
         ("bluepill", "fft", [(0, 100.0), (1, 200.0)]),
         ("bluepill", "gemm", [(0, 200.0), (1, 200.0), (2, 220.0)]),
         ("mps2", "dot", [(0, 100.0), (1, 120.0)]),
     ]
-    slow = report.slow_kernels(all_series, history, 4.9)
+    slow = analysis.slow_kernels(all_series, history, 4.9)
     assert [(s.name, s.change()) for s in slow] == [("dot", 20.0), ("gemm", 10.0), ("conv", 5.0)]  # slowest first
-    assert [s.name for s in report.slow_kernels(all_series, history, 5.0)] == ["dot", "gemm"]  # over, not at, it
-    assert [s.name for s in report.slow_kernels(all_series, history, 20.0)] == []
+    assert [s.name for s in analysis.slow_kernels(all_series, history, 5.0)] == ["dot", "gemm"]  # over, not at, it
+    assert [s.name for s in analysis.slow_kernels(all_series, history, 20.0)] == []
     assert report._slow_section(all_series, slow, 4.9) == (
         '<h2>Newly slow kernels (over 4.9 %)</h2><table class="slow-kernels"><thead><tr><th>kernel</th><th>board</th>'
         "<th>unit</th><th>reference</th><th>latest</th><th>change</th></tr></thead><tbody>"
@@ -379,16 +379,16 @@ def test_a_wall_clock_kernel_is_said_to_be_noisy_and_a_run_measuring_it_twice_co
         (_night(2), [], [*twice, _bench("sum", 200, board=None, deterministic=False)]),
     )
     history = load(path)
-    (s,) = report.series(history)
+    (s,) = analysis.series(history)
     assert (s.board, s.unit, s.deterministic, s.points) == ("-", "ns", False, [(0, 100.0), (1, 130.0)])
     assert "<td>ns (wall clock: noisy)</td>" in report._slow_section([s], [s], 5.0)
-    (first,) = report.series(load(path, last=1))
+    (first,) = analysis.series(load(path, last=1))
     assert report._slow_section([first], [], 5.0).endswith("<p>No earlier run to compare with.</p>")
     assert report._slow_section([], [], 5.0).endswith("<p>No latency records in these runs.</p>")
 
 
 def test_numbers_are_shown_in_groups_of_thousands_or_to_three_digits():
-    assert [report._fmt(v) for v in (130000, 1000, 100, 99.5, 0.000123, -150)] == [
+    assert [charts.number(v) for v in (130000, 1000, 100, 99.5, 0.000123, -150)] == [
         "130 000",
         "1 000",
         "100",
@@ -454,8 +454,8 @@ def _runs(n: int) -> list[Run]:
 
 
 def test_a_trend_panel_shows_every_point_its_reference_and_limit_with_the_latest_point_marked(kept):
-    slow = report.Series("bluepill", "gemm", "instructions", True, [(0, 200.0), (1, 200.0), (2, 230.0)])
-    png, alt = report.trend_chart(kept, slow, _runs(3), 5.0)
+    slow = analysis.Series("bluepill", "gemm", "instructions", True, [(0, 200.0), (1, 200.0), (2, 230.0)])
+    png, alt = charts.trend_chart(kept, slow, _runs(3), 5.0)
     assert alt == (
         "gemm on bluepill: latest median 230 instructions over 3 runs; reference 200, +15.0 % (over the 5 % limit)"
     )
@@ -471,15 +471,15 @@ def test_a_trend_panel_shows_every_point_its_reference_and_limit_with_the_latest
     assert (list(latest.get_xdata()), list(latest.get_ydata()), latest.get_color()) == ([2], [230.0], "#c0392b")
     assert [t.get_text() for t in ax.get_xticklabels()] == ["11-01", "11-02", "11-03"]
 
-    within = report.Series("bluepill", "gemm", "instructions", True, [(0, 200.0), (1, 200.0), (2, 150.0)])
-    _, alt = report.trend_chart(kept, within, _runs(3), 5.0)
+    within = analysis.Series("bluepill", "gemm", "instructions", True, [(0, 200.0), (1, 200.0), (2, 150.0)])
+    _, alt = charts.trend_chart(kept, within, _runs(3), 5.0)
     assert alt.endswith("reference 200, -25.0 % (within the 5 % limit)")
     (ax,) = kept.figures[1].axes
     assert ax.get_ylim()[0] < 150 and ax.get_ylim()[1] > 210  # the limit line is in the picture too
     assert [ln.get_color() for ln in ax.lines if len(ln.get_xdata()) == 1 and ln.get_marker() == "o"] == ["#1f5fa8"]
 
-    at_the_limit = report.Series("rpi", "sum", "ns", False, [(0, 200000.0), (1, 210000.0)])
-    _, alt = report.trend_chart(kept, at_the_limit, _runs(2), 5.0)
+    at_the_limit = analysis.Series("rpi", "sum", "ns", False, [(0, 200000.0), (1, 210000.0)])
+    _, alt = charts.trend_chart(kept, at_the_limit, _runs(2), 5.0)
     assert alt.endswith("reference 200 000, +5.0 % (within the 5 % limit)")  # over it is slow, at it is not
     (ax,) = kept.figures[2].axes
     assert [ln.get_color() for ln in ax.lines if len(ln.get_xdata()) == 1 and ln.get_marker() == "o"] == ["#1f5fa8"]
@@ -488,8 +488,8 @@ def test_a_trend_panel_shows_every_point_its_reference_and_limit_with_the_latest
 
 
 def test_a_first_point_and_a_long_title_are_drawn_too(kept):
-    long = report.Series("mps2-an386", "mlp_int8_64_32_10_relu6", "instructions", True, [(0, 5.0)])
-    _, alt = report.trend_chart(kept, long, _runs(1), 5.0)
+    long = analysis.Series("mps2-an386", "mlp_int8_64_32_10_relu6", "instructions", True, [(0, 5.0)])
+    _, alt = charts.trend_chart(kept, long, _runs(1), 5.0)
     assert alt == (
         "mlp_int8_64_32_10_relu6 on mps2-an386: latest median 5 instructions over 1 runs; "
         "no earlier run to compare with"
@@ -499,27 +499,27 @@ def test_a_first_point_and_a_long_title_are_drawn_too(kept):
     assert ax.get_ylim()[0] < 5 < ax.get_ylim()[1]
     assert len([ln for ln in ax.lines if ln.get_linestyle() in (":", "--")]) == 0
     for name, wraps in (("n" * 35, False), ("n" * 36, True)):  # "name · rpi · ns": 46 characters fit on a line
-        report.trend_chart(kept, report.Series("rpi", name, "ns", False, [(0, 1.0)]), _runs(1), 5.0)
+        charts.trend_chart(kept, analysis.Series("rpi", name, "ns", False, [(0, 1.0)]), _runs(1), 5.0)
         assert ("\n" in kept.figures[-1].axes[0].get_title()) is wraps
 
 
 def test_at_most_five_runs_are_labelled_the_first_and_the_latest_among_them():
-    assert report._ticks((0, 1, 2, 3, 4)) == [0, 1, 2, 3, 4]
-    assert report._ticks(tuple(range(12))) == [0, 3, 6, 8, 11]
-    assert report._ticks((2, 5, 9, 10, 11, 13)) == [2, 5, 9, 11, 13]
+    assert charts._ticks((0, 1, 2, 3, 4)) == [0, 1, 2, 3, 4]
+    assert charts._ticks(tuple(range(12))) == [0, 3, 6, 8, 11]
+    assert charts._ticks((2, 5, 9, 10, 11, 13)) == [2, 5, 9, 11, 13]
 
 
 def test_the_device_chart_draws_each_device_s_infrastructure_trouble_not_its_tests_verdicts(kept):
     stats = [
-        report.DeviceStats("host", "host", passed=10),
-        report.DeviceStats("pi-1", "rpi", passed=19, failed=1, errors=2, retried_away=1),
-        report.DeviceStats("pi-2", "rpi", passed=1, failed=99),  # drew the failing tests: healthy
-        report.DeviceStats("pi-3", "rpi", passed=199, errors=1),
-        report.DeviceStats("pi-4", "rpi", errors=4),
-        report.DeviceStats("pi-5", "rpi", passed=9, cut_short=1, test_errors=5),
-        report.DeviceStats("pi-6", "rpi"),
+        reliability.DeviceStats("host", "host", passed=10),
+        reliability.DeviceStats("pi-1", "rpi", passed=19, failed=1, errors=2, retried_away=1),
+        reliability.DeviceStats("pi-2", "rpi", passed=1, failed=99),  # drew the failing tests: healthy
+        reliability.DeviceStats("pi-3", "rpi", passed=199, errors=1),
+        reliability.DeviceStats("pi-4", "rpi", errors=4),
+        reliability.DeviceStats("pi-5", "rpi", passed=9, cut_short=1, test_errors=5),
+        reliability.DeviceStats("pi-6", "rpi"),
     ]
-    png, alt = report.device_chart(kept, stats)
+    png, alt = charts.device_chart(kept, stats)
     assert alt == (
         "Device health: infrastructure trouble per device, not test verdicts: host: none in 10 case attempts; "
         "pi-1 (rpi): 13.0 % (3 of 23 case attempts) (2 errors, 1 moved elsewhere); "
@@ -560,7 +560,7 @@ def test_the_device_chart_draws_each_device_s_infrastructure_trouble_not_its_tes
     ]
     assert right.get_xlim() == (0.0, 4 * 1.15)
     assert all(float(t).is_integer() for t in right.get_xticks())  # whole attempts only
-    report.device_chart(kept, [report.DeviceStats("host", "host", passed=1)])
+    charts.device_chart(kept, [reliability.DeviceStats("host", "host", passed=1)])
     left, no_errors = kept.figures[1].axes
     assert no_errors.get_xlim() == (0.0, 1.15) and left.get_xlim()[1] > 10
     assert [float(t) for t in no_errors.get_xticks() if t <= 1.15] == [0.0, 1.0]  # no half an error
@@ -579,7 +579,7 @@ def test_an_error_of_a_test_s_own_code_is_not_the_device_s(tmp_path):
             _case("passed", "Fine"),
         ],
     )
-    (pi2,) = report.devices(history)
+    (pi2,) = reliability.devices(history)
     assert (pi2.errors, pi2.test_errors, pi2.attempts, pi2.trouble) == (1, 1, 3, 1)
     assert pi2.last_error == "infrastructure error, not the test's failure: pi-2: connection lost"
 
@@ -593,7 +593,7 @@ def test_the_flaky_and_device_tables_read_in_full(tmp_path):
         [_case("failed", "Flip", board=None), _case("passed", "Lucky", reruns=[LOST, LOST])],
         [_case("passed", "Flip", board=None), _case("error", "Down", device="pi-3", message=" x" * 200)],
     )
-    assert report._flaky_section(report.flaky(history), 2) == (
+    assert report._flaky_section(reliability.flaky(history), 2) == (
         "<h2>Flaky cases (same binary, both passed and failed; or passed only after a rerun)</h2>"
         '<table class="flaky"><thead><tr><th>case</th><th>file</th><th>board</th><th>binary</th><th>passed</th>'
         "<th>failed</th><th>passed after a rerun</th><th>last</th><th>reruns</th></tr></thead><tbody>"
@@ -602,7 +602,7 @@ def test_the_flaky_and_device_tables_read_in_full(tmp_path):
         f'<tr><td>Lucky</td><td>a_test.c</td><td>rpi</td><td><code>{SHA[:12]}</code></td><td class="num">1</td>'
         f'<td class="num">0</td><td class="num">1</td><td>passed</td><td class="msg">{LOST}</td></tr></tbody></table>'
     )
-    stats = report.devices(history)
+    stats = reliability.devices(history)
     page = report._device_errors_section(stats, history)
     assert page.startswith(
         '<h2>Devices with errors</h2><table class="device-errors"><thead><tr><th>device</th><th>board</th>'
@@ -632,8 +632,8 @@ def test_the_newly_slow_are_drawn_first_and_panels_past_24_are_counted(tmp_path)
         ),
     )
     history = load(path)
-    all_series = report.series(history)
-    slow = report.slow_kernels(all_series, history, 5.0)
+    all_series = analysis.series(history)
+    slow = analysis.slow_kernels(all_series, history, 5.0)
     plt = report._pyplot()
     page = report._trends(plt, history, all_series, slow, 5.0)
     alts = re.findall(r'<img class="chart" alt="([^"]+)" title="\1" src="data:image/png;base64,[A-Za-z0-9+/=]+">', page)
@@ -730,9 +730,9 @@ def test_a_failure_shows_its_assertion_and_source_line_first_the_rest_folded_wit
 
 def test_runs_of_one_day_are_told_apart_by_their_time_and_revision():
     runs = [Run(started=f"2026-11-25T{h:02d}:10:00+00:00", finished="", git_rev=f"{h:x}" * 40) for h in (9, 11, 13)]
-    assert report.run_labels(runs, [0, 1, 2]) == ["09:10\n9999999", "11:10\nbbbbbbb", "13:10\nddddddd"]
+    assert charts.run_labels(runs, [0, 1, 2]) == ["09:10\n9999999", "11:10\nbbbbbbb", "13:10\nddddddd"]
     days = [Run(started=f"2026-11-{d:02d}T02:00:00+00:00", finished="") for d in (1, 2)]
-    assert report.run_labels(days, [0, 1]) == ["11-01", "11-02"]  # one run a day: the day, no revision known
+    assert charts.run_labels(days, [0, 1]) == ["11-01", "11-02"]  # one run a day: the day, no revision known
 
 
 def test_items_that_never_reached_a_fleet_device_are_no_device_of_the_pass_rate(tmp_path):
@@ -743,7 +743,7 @@ def test_items_that_never_reached_a_fleet_device_are_no_device_of_the_pass_rate(
         Result("c_test.c::D[host]", "D", "passed", board="host", device=None),  # no fleet: the board is the device
     ]
     history = load(_write(tmp_path / "h.db", (_night(1), fleet, [])))
-    assert [s.device for s in report.devices(history)] == ["bluepill-1", "bluepill-2", "host"]
+    assert [s.device for s in reliability.devices(history)] == ["bluepill-1", "bluepill-2", "host"]
 
 
 def test_an_exact_figure_that_moved_under_the_limit_is_listed_beside_its_first_bad_commit(tmp_path):
@@ -754,10 +754,10 @@ def test_an_exact_figure_that_moved_under_the_limit_is_listed_beside_its_first_b
         (_night(2, git_rev="b" * 40), ran, [_bench("gemm", 1032), _bench("wall", 103, deterministic=False)]),
     )
     history = load(path)
-    every = report.series(history)
-    slow = report.slow_kernels(every, history, 5.0)
+    every = analysis.series(history)
+    slow = analysis.slow_kernels(every, history, 5.0)
     assert slow == []  # +3.2 % is under the 5 % line
-    moved = report.changed_exact(every, slow, history)
+    moved = analysis.changed_exact(every, slow, history)
     assert [(s.name, s.latest) for s in moved] == [("gemm", 1032.0)]  # the wall-clock +3 % is noise, not listed
     bisected = {("k_test.c::K[bluepill]", "bluepill", "gemm"): "c0ffee123456 make gemm tile 8"}
     page = report._slow_section(every, slow, 5.0, bisected, moved)

@@ -11,7 +11,7 @@ import re
 import pytest
 from test_report_edges import Kept
 
-from pytest_ondevice.records import report
+from pytest_ondevice.records import analysis, charts, reliability, report
 from pytest_ondevice.records.history import Bench, Coverage, Result, Run, append_run, connect, load
 
 CASE = "dot_test.c::DotS8Small[rpi]"
@@ -54,11 +54,11 @@ def test_a_case_that_failed_is_no_stack_regression_its_passing_runs_are_compared
         + [([passing[2][0], grown], [passing[2][1], _stack(grown.nodeid, "DotS8Large", 100)])]
         + [([failing[0], grown], [failing[1], _stack(grown.nodeid, "DotS8Large", 160)])],
     )
-    benches, left = report.usable(history)
+    benches, left = analysis.usable(history)
     assert left.not_passed == 1 and 672 not in [b.median for b in benches]
-    stacks = {s.name: s for s in report.series(history)}
+    stacks = {s.name: s for s in analysis.series(history)}
     assert stacks["stack:DotS8Small"].points == [(0, 68.0), (1, 68.0), (2, 68.0)]  # the failing night left out
-    deeper = report.slow_kernels(list(stacks.values()), history, 5.0)
+    deeper = analysis.slow_kernels(list(stacks.values()), history, 5.0)
     assert [(s.name, s.latest) for s in deeper] == [("stack:DotS8Large", 160.0)]  # a passing case that grew: still said
     page = report.render(history)
     section = page[page.index("<h2>Stack high-water per case</h2>") :]
@@ -70,12 +70,12 @@ def test_a_case_that_failed_is_no_stack_regression_its_passing_runs_are_compared
 
 def test_a_case_whose_every_stack_figure_is_of_a_failing_run_says_so_and_draws_nothing(tmp_path):
     history = _history(tmp_path / "h.db", [([r], [b]) for r, b in (_dot("failed", 600), _dot("error", 620))])
-    assert report.series(history) == []
-    section = report._stack_section(report._pyplot(), history, [], [], 5.0, left=report.usable(history)[1])
+    assert analysis.series(history) == []
+    section = report._stack_section(report._pyplot(), history, [], [], 5.0, left=analysis.usable(history)[1])
     assert section.startswith("<h2>Stack high-water per case</h2>") and "2 figures of runs where" in section
     assert "<img" not in section
     plain = _history(tmp_path / "p.db", [([_dot("passed", 60)[0]], [])])
-    assert report._stack_section(report._pyplot(), plain, [], [], 5.0, left=report.usable(plain)[1]) == ""
+    assert report._stack_section(report._pyplot(), plain, [], [], 5.0, left=analysis.usable(plain)[1]) == ""
 
 
 def _instrumented(b: Bench) -> Bench:
@@ -92,10 +92,10 @@ def test_latency_of_a_coverage_instrumented_build_is_left_out_and_the_page_says_
     deep = _stack(ran[0].nodeid, "K", 900, board="bluepill")
     deep.run_id = gcov.run_id
     history.benches.append(_instrumented(deep))
-    every = report.series(history)
+    every = analysis.series(history)
     assert [(s.name, s.points[-1]) for s in every] == [("gemm", (3, 1000.0))]
-    assert report.slow_kernels(every, history, 5.0) == [] and report.changed_exact(every, [], history) == []
-    left = report.usable(history)[1]
+    assert analysis.slow_kernels(every, history, 5.0) == [] and analysis.changed_exact(every, [], history) == []
+    left = analysis.usable(history)[1]
     assert (left.instrumented, left.instrumented_memory) == (1, 1)
     page = report.render(history)
     slow = page[page.index("<h2>Newly slow kernels") : page.index("<h2>Flaky")]
@@ -111,7 +111,7 @@ def test_a_history_of_plain_builds_only_says_nothing_of_instrumented_figures(tmp
     history = _history(tmp_path / "h.db", [(ran, [_latency(1000)]), (ran, [_latency(1400)])])
     for b in history.benches[:1]:
         b.variant = None  # a record from before variants were kept: plain
-    assert [s.name for s in report.slow_kernels(report.series(history), history, 5.0)] == ["gemm"]
+    assert [s.name for s in analysis.slow_kernels(analysis.series(history), history, 5.0)] == ["gemm"]
     page = report.render(history)
     assert "left-out" not in page and "instrumented" not in page
 
@@ -157,8 +157,8 @@ def _runs(starts: list[str]) -> list[Run]:
 
 def test_every_run_label_of_a_trend_chart_shows_whole_within_the_panel(kept):
     nights = _runs([f"2026-11-{d:02d}T02:00:00+00:00" for d in range(1, 15)])
-    series = report.Series("rpi", "gemm_f32_naive_16", "ns", False, [(i, 33000.0 + i % 3 * 200) for i in range(14)])
-    report.trend_chart(kept, series, nights, 5.0)
+    series = analysis.Series("rpi", "gemm_f32_naive_16", "ns", False, [(i, 33000.0 + i % 3 * 200) for i in range(14)])
+    charts.trend_chart(kept, series, nights, 5.0)
     _assert_whole_and_apart(kept.figures[-1])
     (ax,) = kept.figures[-1].axes
     labels = [t.get_text() for t in ax.get_xticklabels()]
@@ -166,12 +166,12 @@ def test_every_run_label_of_a_trend_chart_shows_whole_within_the_panel(kept):
 
     # runs three a day over three days: "11-02 06:10" labels, wider than a day's
     busy = _runs([f"2026-11-{1 + i // 3:02d}T{(i % 3) * 6:02d}:10:00+00:00" for i in range(7)])
-    report.trend_chart(kept, report.Series("rpi", "gemm", "ns", False, [(i, 100.0 + i) for i in range(7)]), busy, 5.0)
+    charts.trend_chart(kept, analysis.Series("rpi", "gemm", "ns", False, [(i, 100.0 + i) for i in range(7)]), busy, 5.0)
     _assert_whole_and_apart(kept.figures[-1])
     (ax,) = kept.figures[-1].axes
     assert [t.get_text().split("\n")[0] for t in ax.get_xticklabels()][-1] == "11-03 00:10"  # the latest kept
 
-    report.trend_chart(kept, report.Series("rpi", "one", "ns", False, [(0, 5.0)]), busy[:1], 5.0)
+    charts.trend_chart(kept, analysis.Series("rpi", "one", "ns", False, [(0, 5.0)]), busy[:1], 5.0)
     _assert_whole_and_apart(kept.figures[-1])
 
 
@@ -182,13 +182,13 @@ def test_every_run_label_of_the_coverage_chart_shows_whole(kept, tmp_path):
         append_run(db, _night(day), [Result("a.c::A[rpi]", "A", "passed", board="rpi")], [], figures)
     db.close()
     history = load(tmp_path / "c.db")
-    report.coverage_chart(kept, history, report.coverage_by_run(history))
+    charts.coverage_chart(kept, history, analysis.coverage_by_run(history))
     _assert_whole_and_apart(kept.figures[-1])
     (ax,) = kept.figures[-1].axes
     assert ax.get_xticklabels()[-1].get_text() == "#14 11-14 02:00"
 
 
 def test_the_device_chart_s_labels_show_whole(kept):
-    stats = [report.DeviceStats(f"pi-{i}", "rpi", passed=10 * i, errors=i % 3) for i in range(1, 9)]
-    report.device_chart(kept, stats)
+    stats = [reliability.DeviceStats(f"pi-{i}", "rpi", passed=10 * i, errors=i % 3) for i in range(1, 9)]
+    charts.device_chart(kept, stats)
     _assert_whole_and_apart(kept.figures[-1])

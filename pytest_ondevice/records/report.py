@@ -7,22 +7,29 @@ plugin."""
 
 from __future__ import annotations
 
-import base64
 import html
-import io
-import re
 import shlex
-import statistics
 import sys
-from collections import defaultdict
-from dataclasses import dataclass
-from itertools import groupby
-from operator import itemgetter
 from pathlib import Path
 
 from ..formats.benchline import MEMORY_UNIT
-from .failmessage import headline, is_traceback
-from .history import Bench, Coverage, History, Result, Run
+from .analysis import (
+    LeftOut,
+    NewFailure,
+    Series,
+    changed_exact,
+    coverage_by_run,
+    coverage_fell,
+    first_bad,
+    new_failures,
+    series,
+    slow_kernels,
+    usable,
+)
+from .charts import coverage_chart, device_chart, number, trend_chart
+from .failmessage import headline
+from .history import History
+from .reliability import DeviceStats, Flaky, devices, flaky
 
 DEFAULT_LAST = 30  # runs in the window the charts and tables look at
 MAX_PANELS = 24  # latency panels drawn at most; the newly slow ones first
@@ -36,301 +43,6 @@ class MatplotlibMissing(Exception):
     """The report extra is not installed."""
 
 
-# -- what the history says ---------------------------------------------------------------
-
-
-@dataclass
-class Series:
-    """One kernel on one board over the runs: its median per run."""
-
-    board: str
-    name: str
-    unit: str
-    deterministic: bool
-    points: list[tuple[int, float]]  # (index of the run in the window, median)
-
-    @property
-    def reference(self) -> float | None:
-        """The median of the earlier runs' medians: what the latest run is held against."""
-        earlier = [m for _, m in self.points[:-1]]
-        return statistics.median(earlier) if earlier else None
-
-    @property
-    def latest(self) -> float:
-        return self.points[-1][1]
-
-    def change(self) -> float | None:
-        """The latest run against the reference, in %."""
-        ref = self.reference
-        return (self.latest - ref) / ref * 100 if ref else None
-
-
-def plain(b: Bench) -> bool:
-    """A record of a plain build: not of one instrumented for coverage (variant "gcov"), whose
-    figures are the instrumentation's too. Records from before variants were kept are plain."""
-    return (getattr(b, "variant", None) or "plain") == "plain"
-
-
-@dataclass
-class LeftOut:
-    """The records the analysis does not use, counted for the page to say so."""
-
-    instrumented: int = 0  # latency records of coverage-instrumented builds
-    instrumented_memory: int = 0  # memory figures of such builds
-    not_passed: int = 0  # memory figures of runs where their case did not pass
-
-
-def usable(history: History) -> tuple[list[Bench], LeftOut]:
-    """The records the trends compare, and what was left out: only plain builds' records
-    (an instrumented build is slower and deeper, not the code as shipped), and a memory
-    figure (stack high-water, peak RSS) only from a run where its case passed: a failing
-    case's stack is its failure path's (printing its message), not its code's."""
-    left = LeftOut()
-    # the cases that did not pass, by run: a handful against a farm's hundreds of thousands of passes
-    not_passed = {(r.run_id, r.nodeid) for r in history.results if r.outcome != "passed"}
-    kept = []
-    for b in history.benches:
-        memory = b.unit == MEMORY_UNIT
-        if not plain(b):
-            if memory:
-                left.instrumented_memory += 1
-            else:
-                left.instrumented += 1
-        elif memory and (b.run_id, b.nodeid) in not_passed:
-            left.not_passed += 1
-        else:
-            kept.append(b)
-    return kept, left
-
-
-def series(history: History, benches: list[Bench] | None = None) -> list[Series]:
-    """Every (board, kernel) measured in the window (of benches; by default the records
-    `usable` keeps); a run that measured one twice counts its median."""
-    index = {run.id: i for i, run in enumerate(history.runs)}
-    grouped: dict[tuple[str, str, str], list[Bench]] = defaultdict(list)
-    for b in usable(history)[0] if benches is None else benches:
-        grouped[(b.board or "-", b.name, b.unit)].append(b)
-    found = []
-    for (board, name, unit), measured_by in sorted(grouped.items()):
-        measured = sorted((index[b.run_id], b.median) for b in measured_by)  # by run: nearly always once each
-        points = [(i, _median([m for _, m in run])) for i, run in groupby(measured, key=itemgetter(0))]
-        deterministic = all(b.deterministic for b in measured_by)
-        found.append(Series(board, name, unit, deterministic, points))
-    return found
-
-
-def _median(values: list[float]) -> float:
-    return values[0] if len(values) == 1 else statistics.median(values)
-
-
-def _results_by_run(history: History) -> dict[int, list[Result]]:
-    by_run: dict[int, list[Result]] = defaultdict(list)
-    for r in history.results:
-        by_run[r.run_id].append(r)
-    return by_run
-
-
-def _latest_run_of_board(history: History, boards: dict[int, set[str | None]], board: str | None) -> int | None:
-    """The index of the last run in the window with results on this board (runs of other
-    boards may have finished after it: nightlies per board append to one file)."""
-    for i in range(len(history.runs) - 1, -1, -1):
-        if board in boards[history.runs[i].id]:
-            return i
-    return None
-
-
-def _boards_by_run(history: History) -> dict[int, set[str | None]]:
-    boards: dict[int, set[str | None]] = defaultdict(set)
-    for r in history.results:
-        boards[r.run_id].add(r.board)
-    return boards
-
-
-@dataclass
-class NewFailure:
-    result: Result
-    before: str  # the previous run's outcome on that board, or "not run"
-
-
-def new_failures(history: History) -> list[NewFailure] | None:
-    """Failures and errors of the latest run that passed (or did not run) in the previous run
-    of the same board; None when there is no earlier run to compare with."""
-    if len(history.runs) < 2:
-        return None
-    by_run = _results_by_run(history)
-    outcomes = {run_id: {r.nodeid: r.outcome for r in rs} for run_id, rs in by_run.items()}
-    outcomes.update({run.id: {} for run in history.runs if run.id not in outcomes})
-    boards = _boards_by_run(history)
-    latest = history.runs[-1]
-    found = []
-    for r in sorted(by_run[latest.id], key=lambda r: r.nodeid):
-        if r.outcome not in ("failed", "error"):
-            continue
-        previous = next((run for run in reversed(history.runs[:-1]) if r.board in boards[run.id]), None)
-        if previous is None:
-            continue  # this board's first run: nothing to be new against
-        before = outcomes[previous.id].get(r.nodeid, "not run")
-        if before in ("passed", "not run"):
-            found.append(NewFailure(r, before))
-    return found
-
-
-def changed_exact(all_series: list[Series], slow: list[Series], history: History) -> list[Series]:
-    """Exact figures (a virtual clock: instructions under QEMU's icount) that moved since the
-    run before, under the threshold too: on such a clock any change is the code's."""
-    flagged = {(s.board, s.name) for s in slow}
-    found = []
-    for s in _in_latest_runs(all_series, history):
-        moved = len(s.points) > 1 and s.points[-1][1] != s.points[-2][1]
-        if s.deterministic and moved and (s.board, s.name) not in flagged:
-            found.append(s)
-    return sorted(found, key=lambda s: -abs(s.points[-1][1] - s.points[-2][1]) / (abs(s.points[-2][1]) or 1))
-
-
-def _in_latest_runs(all_series: list[Series], history: History) -> list[Series]:
-    """The series measured in their board's latest run (a kernel not run then is not news)."""
-    latest_of_board = {}
-    boards = _boards_by_run(history)
-    found = []
-    for s in all_series:
-        if s.board not in latest_of_board:
-            latest_of_board[s.board] = _latest_run_of_board(history, boards, s.board)
-        if s.points[-1][0] == latest_of_board[s.board]:
-            found.append(s)
-    return found
-
-
-def slow_kernels(all_series: list[Series], history: History, threshold: float) -> list[Series]:
-    """Kernels whose latest median (in their board's latest run) is over reference * (1 + threshold %)."""
-    found = [s for s in _in_latest_runs(all_series, history) if (s.change() or 0) > threshold]
-    return sorted(found, key=lambda s: -(s.change() or 0))
-
-
-@dataclass
-class Flaky:
-    nodeid: str
-    case_name: str
-    board: str | None
-    binary_sha256: str  # "" when the results named no binary
-    passed: int
-    failed: int
-    last: str
-    after_rerun: int = 0  # passes that came only after a rerun (or that the run called flaky)
-    reruns: tuple[str, ...] = ()  # what those reruns were: "device: cause", latest first, each once
-
-
-def flaky(history: History) -> list[Flaky]:
-    """Cases whose verdict is not the code's alone: on the very same binary both passed and
-    failed (the code did not change, the verdict did), or passed only after a rerun (an
-    attempt cut short and run again: never a clean pass, even if every run passed)."""
-    groups: dict[tuple[str, str], list[Result]] = defaultdict(list)
-    order = {run.id: i for i, run in enumerate(history.runs)}
-    # only the cases that failed on a known binary or passed after a rerun can be flaky: a farm's
-    # window holds hundreds of thousands of clean passes, not looked at one by one
-    failed = {r.nodeid for r in history.results if r.outcome == "failed" and r.binary_sha256}
-    unclean = {r.nodeid for r in history.results if r.outcome == "passed" and (r.reruns or r.flaky)}
-    maybe = failed | unclean
-    for r in history.results:
-        if r.nodeid in maybe and r.outcome in ("passed", "failed") and (r.binary_sha256 or not r.clean):
-            groups[(r.nodeid, r.binary_sha256 or "")].append(r)
-    found = []
-    for (nodeid, sha), rs in groups.items():
-        rs.sort(key=lambda r: order[r.run_id])
-        outcomes = [r.outcome for r in rs]
-        unclean = [r for r in rs if r.outcome == "passed" and not r.clean]
-        flipped = bool(sha) and "passed" in outcomes and "failed" in outcomes
-        if flipped or unclean:
-            why = [*(r.flaky for r in unclean if r.flaky), *(c for r in unclean for c in r.reruns)]
-            causes = tuple(dict.fromkeys(reversed(why)))  # latest first, each once
-            passed, failed = outcomes.count("passed"), outcomes.count("failed")
-            case = Flaky(nodeid, rs[0].case_name, rs[0].board, sha, passed, failed, outcomes[-1], len(unclean), causes)
-            found.append(case)
-    return sorted(found, key=lambda f: (-f.failed, -f.after_rerun, f.nodeid))
-
-
-@dataclass
-class DeviceStats:
-    device: str
-    board: str | None
-    passed: int = 0
-    failed: int = 0
-    errors: int = 0  # results that were infrastructure errors on this device
-    retried_away: int = 0  # binaries that had to move to another device after an error here
-    cut_short: int = 0  # attempts here that were cut short and run again (here or elsewhere): reruns naming it
-    last_error: str = ""
-    last_error_run: int = -1  # index in the window
-    test_errors: int = 0  # errors of a test's own code here (a Python traceback: a fixture's, a teardown's)
-
-    @property
-    def pass_rate(self) -> float | None:
-        """The tests' verdicts here: which tests the device drew, not how healthy it is."""
-        ran = self.passed + self.failed
-        return self.passed / ran * 100 if ran else None
-
-    @property
-    def attempts(self) -> int:
-        """Case attempts this device got: each verdict or error here, and each attempt that
-        ended in trouble here and went on elsewhere or ran again."""
-        return self.passed + self.failed + self.errors + self.test_errors + self.retried_away + self.cut_short
-
-    @property
-    def trouble(self) -> int:
-        """Attempts the device or its link spoiled: errors, binaries moved away, attempts cut short."""
-        return self.errors + self.retried_away + self.cut_short
-
-    @property
-    def trouble_rate(self) -> float | None:
-        """The device's health: its trouble, in % of the attempts it got (None: it got none)."""
-        return self.trouble / self.attempts * 100 if self.attempts else None
-
-
-_RETRIED = re.compile(r"(?:^|; )(\S+): ")
-
-
-def _retried_devices(text: str, known: set[str]) -> list[str]:
-    """The devices in a "dev: error; dev2: error" note. Errors may hold "; word: " too, so
-    after the first (a device by construction) only names seen as devices count."""
-    names = _RETRIED.findall(text)
-    return [n for i, n in enumerate(names) if n in known or (i == 0 and text.startswith(f"{n}: "))]
-
-
-def devices(history: History) -> list[DeviceStats]:
-    """Per device, over the window: verdicts, infrastructure errors, binaries moved elsewhere."""
-    stats: dict[str, DeviceStats] = {}
-    order = {run.id: i for i, run in enumerate(history.runs)}
-    known = {r.device for r in history.results if r.device}
-    boards_with_devices = {r.board for r in history.results if r.device and r.device != r.board}
-    for r in sorted(history.results, key=lambda r: order[r.run_id]):
-        if r.board is None:
-            continue  # a plain Python test
-        if r.device is None and r.board in boards_with_devices:
-            continue  # never reached a device of the fleet: not a device's pass rate (the failures list it)
-        name = r.device or r.board
-        s = stats.setdefault(name, DeviceStats(name, r.board))
-        if r.outcome == "passed":
-            s.passed += 1
-        elif r.outcome == "failed":
-            s.failed += 1
-        elif r.outcome == "error" and is_traceback(r.message or ""):
-            s.test_errors += 1  # a fixture's or teardown's own exception: the test's code, not the device
-        elif r.outcome == "error":
-            s.errors += 1
-            s.last_error, s.last_error_run = (r.message or "").strip(), order[r.run_id]
-        for other in _retried_devices(r.retried_after or "", known):
-            o = stats.setdefault(other, DeviceStats(other, r.board))
-            o.retried_away += 1
-            o.last_error, o.last_error_run = r.retried_after or "", order[r.run_id]
-        for cause in r.reruns:  # "device: cause"
-            where = cause.split(": ", 1)[0]
-            o = stats.setdefault(where, DeviceStats(where, r.board))
-            o.cut_short += 1
-            o.last_error, o.last_error_run = cause, order[r.run_id]
-    return sorted(stats.values(), key=lambda s: (s.board or "", s.device))
-
-
-# -- charts --------------------------------------------------------------------------------
-
-
 def _pyplot():
     try:
         import matplotlib
@@ -342,262 +54,8 @@ def _pyplot():
     return pyplot
 
 
-def _png(fig) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
-    fig.clf()
-    return base64.b64encode(buf.getvalue()).decode("ascii")
-
-
-def _fmt(value: float) -> str:
-    return f"{value:,.0f}".replace(",", " ") if abs(value) >= 100 else f"{value:.3g}"
-
-
-def trend_chart(plt, s: Series, runs: list[Run], threshold: float) -> tuple[str, str]:
-    """(PNG as base64, alt text) of one kernel on one board."""
-    from matplotlib.ticker import EngFormatter
-
-    fig, ax = plt.subplots(figsize=(3.7, 1.85))
-    xs, ys = zip(*s.points, strict=True)
-    ax.plot(xs, ys, marker="o", markersize=3, linewidth=1.2, color="#1f5fa8")
-    ref, change = s.reference, s.change()
-    alt = f"{s.name} on {s.board}: latest median {_fmt(s.latest)} {s.unit} over {len(xs)} runs"
-    if ref is not None:
-        limit = ref * (1 + threshold / 100)
-        ax.axhline(ref, color="#888888", linewidth=0.8, linestyle=":")
-        ax.axhline(limit, color="#c0392b", linewidth=1.0, linestyle="--")
-        slow = change is not None and change > threshold
-        ax.plot([xs[-1]], [ys[-1]], marker="o", markersize=6, color="#c0392b" if slow else "#1f5fa8")
-        alt += f"; reference {_fmt(ref)}, {change:+.1f} % ({'over' if slow else 'within'} the {threshold:g} % limit)"
-        low, high = min(*ys, ref), max(*ys, limit)
-    else:
-        low, high = min(ys), max(ys)
-        alt += "; no earlier run to compare with"
-    pad = (high - low) * 0.15 or abs(high) * 0.05 or 1
-    ax.set_ylim(low - pad, high + pad)
-    title = f"{s.name} · {s.board} · {s.unit}"
-    wrap = len(title) > 46  # wider than the panel: the unit goes on a second line
-    ax.set_title(f"{s.name} · {s.board}\n{s.unit}" if wrap else title, fontsize=8.5)
-    ax.yaxis.set_major_formatter(EngFormatter(sep=""))  # 130k, not 130000
-    ax.tick_params(axis="y", labelsize=7)
-    ax.grid(True, axis="y", linewidth=0.3)
-    fig.subplots_adjust(left=0.14, right=0.97, top=0.80 if wrap else 0.87)
-    _run_axis(fig, ax, xs, lambda ticks: run_labels(runs, ticks), 6)
-    png = _png(fig)
-    plt.close(fig)
-    return png, alt
-
-
-def run_labels(runs: list[Run], ticks: list[int]) -> list[str]:
-    """A label per labelled run that tells the runs apart: the day, or the time when runs
-    share a day, and the revision below it."""
-    days = [runs[i].started[5:10] for i in ticks]
-    same_day = len(set(days)) < len(days)
-    labels = []
-    for i, day in zip(ticks, days, strict=True):
-        when = runs[i].started[11:16] if same_day and len(set(days)) == 1 else day
-        when = f"{day} {runs[i].started[11:16]}" if same_day and len(set(days)) > 1 else when
-        labels.append(f"{when}\n{(runs[i].git_rev or '')[:7]}".rstrip())
-    return labels
-
-
-def _run_axis(fig, ax, xs, labels_of, fontsize: float, gap: float = 6.0) -> list[int]:
-    """The runs on ax's x axis labelled so that every label shows whole, within the figure
-    and apart from its neighbours: the runs `_ticks` picks, labelled by labels_of(ticks);
-    the x limits widened so the first and the latest labels fit inside the figure; a middle
-    label that would touch a neighbour left out (never the first or the latest); the bottom
-    margin as tall as the labels. Measured with the renderer's font metrics, nothing drawn
-    (tight_layout would cost a third of a chart's drawing time). The labelled runs."""
-    ticks = _ticks(tuple(xs))
-    labels = labels_of(ticks)
-    sizes = [_text_size(fig, label, fontsize) for label in labels]
-    width, height = fig.get_size_inches() * fig.dpi
-    box = ax.get_position()
-    left, right = box.x0 * width, box.x1 * width
-    lo, hi = min(xs), max(xs)
-    span = hi - lo
-    if span == 0:
-        ax.set_xlim(lo - 1, hi + 1)
-    else:  # the outer labels' halves past the axes must stay in the figure (2 px to spare)
-        need = max(sizes[0][0] / 2 + 2 - left, sizes[-1][0] / 2 + 2 - (width - right), 0)
-        room = right - left
-        margin = max(0.05, need / (room - 2 * need) if room > 2 * need else 0.5)
-        ax.set_xlim(lo - margin * span, hi + margin * span)
-    x0, x1 = ax.get_xlim()
-
-    def at(x: float) -> float:
-        return left + (x - x0) / (x1 - x0) * (right - left)
-
-    def apart(a: int, b: int) -> bool:  # label a ends left of label b's start, gap pixels between
-        return at(ticks[a]) + sizes[a][0] / 2 + gap <= at(ticks[b]) - sizes[b][0] / 2
-
-    end = len(ticks) - 1
-    kept = [0]
-    for k in range(1, end):
-        if apart(kept[-1], k) and apart(k, end):
-            kept.append(k)
-    if end > 0:
-        kept.append(end)  # the first and the latest are far apart: the axis's two ends
-    ax.set_xticks([ticks[k] for k in kept], [labels[k] for k in kept], fontsize=fontsize)
-    tall = max(h for _, h in sizes) + 7 * fig.dpi / 72 + 4  # the labels, the tick and its pad (3.5 pt each)
-    fig.subplots_adjust(bottom=max(tall / height, 0.02))
-    return [ticks[k] for k in kept]
-
-
-def _text_size(fig, text: str, fontsize: float) -> tuple[float, float]:
-    """Width and height in pixels of a (multi-line) label as the figure's renderer sets it."""
-    from matplotlib.font_manager import FontProperties
-
-    renderer = fig.canvas.get_renderer()
-    prop = FontProperties(size=fontsize)
-    lines = text.split("\n")
-    widths = [renderer.get_text_width_height_descent(line or " ", prop, ismath=False)[0] for line in lines]
-    _, h, d = renderer.get_text_width_height_descent("lp", prop, ismath=False)
-    return max(widths), (h + d) * 1.2 * len(lines)
-
-
-def _ticks(xs: tuple[int, ...], most: int = 5) -> list[int]:
-    """At most `most` runs labelled, evenly spread, the first and the latest among them."""
-    if len(xs) <= most:
-        return list(xs)
-    step = (len(xs) - 1) / (most - 1)
-    return sorted({xs[round(k * step)] for k in range(most)})
-
-
-HEALTH_TITLE = "Device health: infrastructure trouble per device, not test verdicts"
-TROUBLE = (  # (what, DeviceStats field, colour) stacked in this order
-    ("errors", "errors", "#8e44ad"),
-    ("moved elsewhere", "retried_away", "#c0392b"),
-    ("cut short, run again", "cut_short", "#e67e22"),
-)
-
-
-def _trouble_colour(rate: float | None) -> str:
-    """Green for none, amber under 5 % of the device's attempts, red from 5 %; grey: no attempts."""
-    if rate is None:
-        return "#bbbbbb"
-    return "#2e8b57" if rate == 0 else "#e0a800" if rate < 5 else "#c0392b"
-
-
-def device_chart(plt, stats: list[DeviceStats]) -> tuple[str, str]:
-    """Each device's health from its infrastructure trouble (errors the device or its link
-    caused, binaries moved away after one, attempts cut short there): left, as a share of
-    the case attempts it got; right, counted by kind. Test verdicts are not drawn: a device's
-    pass rate says which tests it drew (the one that drew the failing tests looks ill)."""
-    names = [s.device if s.device == s.board or not s.board else f"{s.device} ({s.board})" for s in stats]
-    rates = [s.trouble_rate for s in stats]
-    height = 1.45 + 0.28 * len(stats)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(8.6, height), sharey=True)
-    y = list(range(len(stats)))
-    widths = [r or 0 for r in rates]
-    left.barh(y, [max(w, 0.4) if r else w for w, r in zip(widths, rates, strict=True)], color="#c0392b")
-    for bar, rate in zip(left.patches, rates, strict=True):
-        bar.set_color(_trouble_colour(rate))
-    left.set_yticks(y, names, fontsize=8)
-    left.invert_yaxis()
-    top = min(100.0, max(10.0, *widths) * 1.1)
-    left.set_xlim(0, top / 0.6)  # the right 40 %: room for each bar's label after it
-    left.set_xticks([t for t in left.get_xticks() if t <= top])
-    left.set_xlim(0, top / 0.6)
-    left.set_title("infrastructure trouble, % of its case attempts", fontsize=9)
-    for i, s in enumerate(stats):
-        left.text(widths[i] + top * 0.02, i, _health_label(s), va="center", fontsize=7)
-    start = [0] * len(stats)
-    for what, field, colour in TROUBLE:
-        counts = [getattr(s, field) for s in stats]
-        right.barh(y, counts, left=start, color=colour, label=what)
-        start = [a + b for a, b in zip(start, counts, strict=True)]
-    right.set_title("infrastructure trouble, by kind (case attempts)", fontsize=9)
-    right.set_xlim(0, max(1, *start) * 1.15)
-    right.xaxis.get_major_locator().set_params(integer=True)
-    right.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3, frameon=False)
-    for ax in (left, right):
-        ax.tick_params(axis="x", labelsize=7)
-        ax.grid(True, axis="x", linewidth=0.3)
-    fig.suptitle(HEALTH_TITLE, fontsize=9.5)
-    fig.tight_layout()
-    png = _png(fig)
-    plt.close(fig)
-    parts = [f"{n}: {_health_label(s)}" + _kinds(s) for n, s in zip(names, stats, strict=True)]
-    return png, f"{HEALTH_TITLE}: " + "; ".join(parts)
-
-
-def _health_label(s: DeviceStats) -> str:
-    if not s.attempts:
-        return "no case attempts"
-    if not s.trouble:
-        return f"none in {s.attempts} case attempts"
-    return f"{s.trouble_rate:.1f} % ({s.trouble} of {s.attempts} case attempts)"
-
-
-def _kinds(s: DeviceStats) -> str:
-    kinds = [f"{getattr(s, field)} {what}" for what, field, _ in TROUBLE if getattr(s, field)]
-    return f" ({', '.join(kinds)})" if kinds else ""
-
-
-# -- code coverage (--ondevice-coverage) ---------------------------------------------------
-
-
-def coverage_by_run(history: History) -> dict[str | None, list[tuple[int, Coverage]]]:
-    """Each board's whole-report figures (None: all boards), by index of the run in the window."""
-    index = {run.id: i for i, run in enumerate(history.runs)}
-    found: dict[str | None, list[tuple[int, Coverage]]] = defaultdict(list)
-    for c in history.coverage:
-        if c.file is None and c.run_id in index:
-            found[c.board].append((index[c.run_id], c))
-    return {board: sorted(points, key=lambda p: p[0]) for board, points in found.items()}
-
-
-def coverage_fell(history: History) -> list[tuple[str, str | None, Coverage, Coverage]]:
-    """Files whose line coverage fell between the last two runs that measured their board."""
-    by_board = coverage_by_run(history)
-    fell = []
-    for board, points in by_board.items():
-        if len(points) < 2:
-            continue
-        (latest, _), (before, _) = points[-1], points[-2]
-        runs = {history.runs[latest].id: "now", history.runs[before].id: "then"}
-        files: dict[str, dict[str, Coverage]] = defaultdict(dict)
-        for c in history.coverage:
-            if c.board == board and c.file is not None and c.run_id in runs:
-                files[c.file][runs[c.run_id]] = c
-        for file, pair in sorted(files.items()):
-            then, now = pair.get("then"), pair.get("now")
-            if then and now and (now.line_percent or 0) < (then.line_percent or 0):
-                fell.append((file, board, then, now))
-    return fell
-
-
 def _percent(covered: int, total: int) -> str:
     return f"{100 * covered / total:.1f} % ({covered} of {total})" if total else "—"
-
-
-def coverage_chart(plt, history: History, by_board: dict[str | None, list[tuple[int, Coverage]]]) -> tuple[str, str]:
-    """Line coverage per board over the runs, one line each."""
-    fig, ax = plt.subplots(figsize=(7.4, 2.3))
-    alt = []
-    for board, points in sorted(by_board.items(), key=lambda kv: (kv[0] is not None, kv[0] or "")):
-        drawn = [(i, c.line_percent) for i, c in points if c.line_percent is not None]
-        if not drawn:
-            continue
-        xs, ys = zip(*drawn, strict=True)
-        name = board or "all boards"
-        ax.plot(xs, ys, marker="o", markersize=3, linewidth=1.6 if board is None else 1.0, label=name)
-        alt.append(f"{name}: {ys[-1]:.1f} % of lines in the latest run")
-    xs_all = tuple(sorted({i for points in by_board.values() for i, _ in points}))
-    ax.set_ylabel("% of lines", fontsize=8)
-    ax.tick_params(axis="y", labelsize=7)
-    ax.grid(True, axis="y", linewidth=0.3)
-    ax.legend(fontsize=7, loc="lower left")
-    fig.subplots_adjust(left=0.08, right=0.98, top=0.95)
-
-    def labels(ticks: list[int]) -> list[str]:
-        return [f"#{history.runs[i].id} {history.runs[i].started[5:16].replace('T', ' ')}" for i in ticks]
-
-    _run_axis(fig, ax, xs_all, labels, 7)
-    png = _png(fig)
-    plt.close(fig)
-    return png, "Line coverage per board: " + "; ".join(alt)
 
 
 def _coverage_section(plt, history: History) -> str:
@@ -823,8 +281,8 @@ def _stack_section(
             [
                 _td(s.name.removeprefix("stack:")),
                 _td(s.board),
-                _td(_fmt(s.reference or 0), "num"),
-                _td(_fmt(s.latest), "num"),
+                _td(number(s.reference or 0), "num"),
+                _td(number(s.latest), "num"),
                 _td(f"{s.change():+.1f} %", "num bad"),
             ]
             for s in _first(deeper, limit)
@@ -879,20 +337,6 @@ def _pass_rate_section(plt, stats: list[DeviceStats]) -> str:
     return "".join(out)
 
 
-def first_bad(history: History) -> dict[tuple[str, str | None, str | None], str]:
-    """(nodeid, board, metric) -> what `pytest-ondevice bisect --history` found for the last
-    run: "first bad: <commit> <subject>", or why it found none."""
-    if not history.runs:
-        return {}
-    last = history.runs[-1].id
-    found = {}
-    for b in history.bisections:
-        if b.run_id == last:
-            text = f"{b.first_bad[:12]} {b.subject or ''}".strip() if b.first_bad else f"{b.status}: {b.detail}"
-            found[(b.nodeid, b.board, b.metric)] = text
-    return found
-
-
 def _failures_section(found: list[NewFailure] | None, bisected: dict | None = None, limit: int = MAX_ROWS) -> str:
     out = ["<h2>New failures since the previous run</h2>"]
     if found is None:
@@ -942,8 +386,8 @@ def _slow_section(
                 _td(s.name),
                 _td(s.board),
                 _td(s.unit + ("" if s.deterministic else " (wall clock: noisy)")),
-                _td(_fmt(s.reference or 0), "num"),
-                _td(_fmt(s.latest), "num"),
+                _td(number(s.reference or 0), "num"),
+                _td(number(s.latest), "num"),
                 _td(f"{s.change():+.1f} %", "num bad"),
                 *([_td(by_kernel.get((s.board, s.name), ""), "first-bad")] if by_kernel else []),
             ]
@@ -962,8 +406,8 @@ def _slow_section(
                 _td(s.name),
                 _td(s.board),
                 _td(s.unit),
-                _td(_fmt(s.points[-2][1]), "num"),
-                _td(_fmt(s.latest), "num"),
+                _td(number(s.points[-2][1]), "num"),
+                _td(number(s.latest), "num"),
                 _td(f"{100.0 * (s.latest - s.points[-2][1]) / (s.points[-2][1] or 1):+.2f} %", "num"),
                 *([_td(by_kernel.get((s.board, s.name), ""), "first-bad")] if by_kernel else []),
             ]
