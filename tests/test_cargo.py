@@ -26,8 +26,8 @@ from pytest_ondevice.compiling.cargo import (
 from pytest_ondevice.config.schema import ConfigError
 from pytest_ondevice.formats.libtest import Libtest
 from pytest_ondevice.formats.lines import LineSplitter
-from pytest_ondevice.formats.protocol import Outcome, RunEnd
 from pytest_ondevice.formats.rustsrc import scan
+from pytest_ondevice.formats.verdicts import Outcome, RunEnd
 
 RUST = Path(__file__).resolve().parent.parent / "examples" / "rust"
 KERNELS, CDOT = RUST / "kernels", RUST / "cdot-sys"

@@ -8,7 +8,7 @@ from test_formats import CPPUTEST_TEXT, outcomes, parse, stamped
 
 from pytest_ondevice import formats
 from pytest_ondevice.formats.cpputest import CppUTest
-from pytest_ondevice.formats.protocol import RunEnd
+from pytest_ondevice.formats.verdicts import RunEnd
 
 OK_LINE = b"\nOK (%d tests, %d ran, 2 checks, 0 ignored, 0 filtered out, 0 ms)\n"
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pytest_ondevice.compiling.symbolize import Frame, _parse
 from pytest_ondevice.formats.crashline import MAX_FRAMES, Crash, CrashWatch, from_fault, parse_crash_line
-from pytest_ondevice.formats.protocol import RunEnd, parse_bytes
+from pytest_ondevice.formats.tflm_parser import parse_bytes
+from pytest_ondevice.formats.verdicts import RunEnd
 
 
 def test_a_crash_line_gives_its_signal_registers_base_and_frames():

@@ -10,11 +10,12 @@ import sys
 import pytest
 
 from pytest_ondevice import formats
+from pytest_ondevice.formats.casetracker import MAX_FAILURE_LINES
 from pytest_ondevice.formats.cpputest import CppUTest, CppUTestParser
 from pytest_ondevice.formats.gtest import GoogleTest, GoogleTestParser
 from pytest_ondevice.formats.lines import LineSplitter
-from pytest_ondevice.formats.protocol import MAX_FAILURE_LINES, Outcome, RunEnd
 from pytest_ondevice.formats.unity import Unity
+from pytest_ondevice.formats.verdicts import Outcome, RunEnd
 
 GTEST = b"""Running main() from ./googletest/src/gtest_main.cc
 [==========] Running 4 tests from 2 test suites.

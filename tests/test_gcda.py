@@ -9,7 +9,8 @@ import zlib
 import pytest
 
 from pytest_ondevice.formats import gcda
-from pytest_ondevice.formats.protocol import RunEnd, TestOutputParser
+from pytest_ondevice.formats.tflm_parser import TestOutputParser
+from pytest_ondevice.formats.verdicts import RunEnd
 
 NONCE = "0123456789abcdef"
 

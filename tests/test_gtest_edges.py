@@ -8,7 +8,7 @@ import pytest
 from test_formats import GTEST_TEXT, outcomes, parse
 
 from pytest_ondevice.formats.gtest import GoogleTest
-from pytest_ondevice.formats.protocol import Outcome, RunEnd
+from pytest_ondevice.formats.verdicts import Outcome, RunEnd
 
 RAN = b"[==========] %d tests from 1 test suite ran. (0 ms total)\n"
 

@@ -139,7 +139,7 @@ import re
 from pytest_ondevice.formats.discover import Case, code_of, line_at
 from pytest_ondevice.formats import Format
 from pytest_ondevice.formats.stream import CaseStream, Summary
-from pytest_ondevice.formats.protocol import Outcome
+from pytest_ondevice.formats.verdicts import Outcome
 
 class TapParser(CaseStream):
     def line(self, line):

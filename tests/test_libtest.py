@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from pytest_ondevice.formats.casetracker import MAX_FAILURE_LINES
 from pytest_ondevice.formats.libtest import IGNORED, Libtest, LibtestParser, ignored_cases
 from pytest_ondevice.formats.lines import LineSplitter
-from pytest_ondevice.formats.protocol import MAX_FAILURE_LINES, Outcome, RunEnd
 from pytest_ondevice.formats.rustsrc import scan, strip
+from pytest_ondevice.formats.verdicts import Outcome, RunEnd
 
 SUPPORT = Path(__file__).resolve().parent / "support" / "libtest"
 KERNELS = Path(__file__).resolve().parent.parent / "examples" / "rust" / "kernels"

@@ -5,15 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_ondevice.formats.casetracker import MAX_CASES
 from pytest_ondevice.formats.lines import BoundedLines, LineSplitter
-from pytest_ondevice.formats.protocol import (
-    MAX_BENCHES_PER_CASE,
-    MAX_CASES,
-    Outcome,
-    RunEnd,
-    TestOutputParser,
-    parse_bytes,
-)
+from pytest_ondevice.formats.tflm_parser import MAX_BENCHES_PER_CASE, TestOutputParser, parse_bytes
+from pytest_ondevice.formats.verdicts import Outcome, RunEnd
 
 NONCE = "3f9a6c0e1b2d4875"
 

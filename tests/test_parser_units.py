@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pytest_ondevice.formats.devlog import DeviceLog
 from pytest_ondevice.formats.discover import device_names, find_cases
-from pytest_ondevice.formats.protocol import RunEnd
+from pytest_ondevice.formats.verdicts import RunEnd
 
 
 def _log(tmp_path, max_bytes, lines):
@@ -62,7 +62,7 @@ def test_discovery_of_a_file_whose_cases_are_made_by_a_macro_is_empty():
 
 
 def test_a_stack_record_belongs_to_the_running_case_and_a_malformed_one_is_log():
-    from pytest_ondevice.formats.protocol import TestOutputParser
+    from pytest_ondevice.formats.tflm_parser import TestOutputParser
 
     n = "0123456789abcdef"
     parser = TestOutputParser()
@@ -94,7 +94,7 @@ def test_the_runtimes_stack_watch_gives_the_case_that_just_ended_its_figure_and_
     """TFLM's own header has no markers of ours: the bare-metal runtime prints an unstamped
     record after each verdict line. It belongs to the case that just ended, by name; an
     overflow fails that case without blaming the binary, whose own summary could not know."""
-    from pytest_ondevice.formats.protocol import TestOutputParser
+    from pytest_ondevice.formats.tflm_parser import TestOutputParser
 
     parser = TestOutputParser()
     for line in [
@@ -124,7 +124,7 @@ def test_the_runtimes_stack_watch_gives_the_case_that_just_ended_its_figure_and_
 
 def test_an_unstamped_stack_record_in_a_run_of_our_header_is_log():
     """Our header stamps its records: an unstamped one there is the test's own output."""
-    from pytest_ondevice.formats.protocol import TestOutputParser
+    from pytest_ondevice.formats.tflm_parser import TestOutputParser
 
     n = "0123456789abcdef"
     parser = TestOutputParser()

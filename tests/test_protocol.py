@@ -8,7 +8,8 @@ import sys
 import pytest
 
 from pytest_ondevice.formats.lines import LineSplitter
-from pytest_ondevice.formats.protocol import Outcome, RunEnd, parse_bytes
+from pytest_ondevice.formats.tflm_parser import parse_bytes
+from pytest_ondevice.formats.verdicts import Outcome, RunEnd
 
 V1_OUTPUT = (
     b"Testing AddsUp\r\n"
@@ -201,7 +202,8 @@ def test_long_line_without_newline_is_cut_into_bounded_pieces():
 FLOOD_SCRIPT = """
 import resource, sys
 from pytest_ondevice.formats.lines import LineSplitter
-from pytest_ondevice.formats.protocol import RunEnd, TestOutputParser
+from pytest_ondevice.formats.tflm_parser import TestOutputParser
+from pytest_ondevice.formats.verdicts import RunEnd
 
 chunk = (b"Testing Flood\\n" + b"x" * 90 + b" failed at flood.c:1\\n" + b"noise " * 30 + b"\\n") * 400
 parser, splitter = TestOutputParser(), LineSplitter()

@@ -9,9 +9,10 @@ import re
 
 from test_formats import CPPUTEST_TEXT, GTEST_TEXT, outcomes, parse, stamped
 
+from pytest_ondevice.formats.casetracker import MAX_CASES
 from pytest_ondevice.formats.gtest import GoogleTest
-from pytest_ondevice.formats.protocol import MAX_CASES, NEVER_STARTED, NOT_CLOSED, Outcome, RunEnd, Verdict
 from pytest_ondevice.formats.stream import CaseStream, Summary
+from pytest_ondevice.formats.verdicts import NEVER_STARTED, NOT_CLOSED, Outcome, RunEnd, Verdict
 
 NONCE = b"#ondevice nonce 0123456789abcdef\n"
 CLOSING = b"[==========] %d tests from 1 test suite ran. (0 ms total)\n[  PASSED  ] %d tests.\n"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from test_formats import UNITY, UNITY_NAMES, UNITY_NONCE, outcomes, parse, stamped
 
-from pytest_ondevice.formats.protocol import Outcome, RunEnd, Verdict
 from pytest_ondevice.formats.unity import Unity
+from pytest_ondevice.formats.verdicts import Outcome, RunEnd, Verdict
 
 ABC = b"u.c:1:test_a:PASS\nu.c:2:test_b:PASS\nu.c:3:test_c:PASS\n"
 TALLY = b"\n-----------------------\n%d Tests 0 Failures 0 Ignored\nOK\n"

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from ..config.dirconfig import DirConfig
 from ..config.schema import ConfigError
-from ..formats.protocol import NEVER_STARTED, BinaryVerdicts, Outcome, Verdict
+from ..formats.verdicts import NEVER_STARTED, BinaryVerdicts, Outcome, Verdict
 from . import toolchain
 from .builder import Builder, BuildError
 from .store import CacheError

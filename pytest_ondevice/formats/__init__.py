@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import ClassVar, Protocol
 
 from .discover import Case, code_of, device_names, line_at
-from .protocol import BinaryVerdicts, RunEnd
+from .verdicts import BinaryVerdicts, RunEnd
 
 GROUP = "pytest_ondevice.formats"
 HARNESS_DIR = Path(__file__).resolve().parent / "harness"

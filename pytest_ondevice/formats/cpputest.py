@@ -16,8 +16,8 @@ import re
 
 from . import BUILTIN, HARNESS_DIR, Format, Needs, declared_cases, has_main
 from .discover import Case, code_of
-from .protocol import Outcome
 from .stream import CaseStream, Summary
+from .verdicts import Outcome
 
 _DECLARED = re.compile(r"\b(IGNORE_TEST|TEST)\s*\(\s*([A-Za-z_]\w*)\s*,\s*([A-Za-z_]\w*)\s*\)")
 _START = re.compile(r"^(IGNORE_TEST|TEST)\((\w+), (\w+)\)")

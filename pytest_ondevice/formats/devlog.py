@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .lines import LineSplitter
-from .protocol import RunEnd
+from .verdicts import RunEnd
 
 DEFAULT_LOG_MAX = 8 << 20  # bytes per (board, binary) log file
 

@@ -15,8 +15,8 @@ import re
 
 from . import BUILTIN, HARNESS_DIR, Format, Needs, declared_cases, has_main
 from .discover import Case, code_of
-from .protocol import Outcome
 from .stream import CaseStream, Summary
+from .verdicts import Outcome
 
 _DECLARED = re.compile(r"\bTEST(?:_F)?\s*\(\s*([A-Za-z_]\w*)\s*,\s*([A-Za-z_]\w*)\s*\)")
 # markers may follow a test's own output that had no newline: searched, anchored at the end

@@ -21,9 +21,10 @@ from __future__ import annotations
 import re
 
 from . import Format
+from .casetracker import MAX_CASES
 from .discover import Case
-from .protocol import MAX_CASES, BinaryVerdicts, Outcome, RunEnd, Verdict
 from .stream import CaseStream, Summary
+from .verdicts import BinaryVerdicts, Outcome, RunEnd, Verdict
 
 IGNORED = "#[ignore] in the source (run with --include-ignored)"
 MAX_PANIC_LINES = 20  # failure lines kept per case from its panic message

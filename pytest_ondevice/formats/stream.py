@@ -20,19 +20,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
+from .casetracker import EXTENSION_PREFIX, MAX_CASES, MAX_LINE_CHARS, CaseRecord, CaseTracker, case_verdict
 from .gcda import VERBS as GCDA_VERBS
-from .protocol import (
-    EXTENSION_PREFIX,
-    MAX_CASES,
-    MAX_LINE_CHARS,
-    BinaryVerdicts,
-    CaseRecord,
-    CaseTracker,
-    Outcome,
-    RunEnd,
-    Verdict,
-    case_verdict,
-)
+from .verdicts import BinaryVerdicts, Outcome, RunEnd, Verdict
 
 _NONCE = re.compile(r"[0-9a-f]{8,32}$")
 _VERDICTS = {"passed": Outcome.PASSED, "failed": Outcome.FAILED, "skipped": Outcome.SKIPPED}

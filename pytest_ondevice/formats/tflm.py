@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from . import BUILTIN, Format
 from .discover import Case, find_cases
-from .protocol import TestOutputParser
+from .tflm_parser import TestOutputParser
 
 
 class Tflm(Format):

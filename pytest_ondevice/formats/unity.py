@@ -23,8 +23,8 @@ from dataclasses import replace
 from . import BUILTIN, HARNESS_DIR, NO_NEEDS, Format, Needs, has_main
 from .discover import Case, code_of, line_at
 from .lines import BoundedLines
-from .protocol import BinaryVerdicts, Outcome, RunEnd, Verdict
 from .stream import CaseStream, Summary
+from .verdicts import BinaryVerdicts, Outcome, RunEnd, Verdict
 
 _RUN_TEST = re.compile(r"\bRUN_TEST\s*\(\s*([A-Za-z_]\w*)\s*[,)]")
 # a test function as Unity's generate_test_runner.rb finds one (its default prefixes); a

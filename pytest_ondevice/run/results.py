@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..compiling.builder import Artifact
 from ..farm.fleet import Device
-from ..formats.protocol import BinaryVerdicts, RunEnd
+from ..formats.verdicts import BinaryVerdicts, RunEnd
 
 
 @dataclass(frozen=True)

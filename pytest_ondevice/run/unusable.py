@@ -9,7 +9,7 @@ on the device)."""
 from __future__ import annotations
 
 from ..config.board import Board
-from ..formats.protocol import BinaryVerdicts, Outcome, Verdict
+from ..formats.verdicts import BinaryVerdicts, Outcome, Verdict
 from ..transports import RunEnd
 from .spec import BinarySpec
 

@@ -19,7 +19,7 @@ from ..formats.benchline import MEMORY_UNIT, RSS_NAME
 from ..formats.devlog import describe_end
 from ..formats.discover import Case
 from ..formats.failure import CaseFailureRepr, SourceSearch, located
-from ..formats.protocol import Outcome, Verdict
+from ..formats.verdicts import Outcome, Verdict
 from ..records.bench import BenchRecordError, as_property, compare, measure
 from ..records.bench import key as bench_key
 from ..run.engine import Engine

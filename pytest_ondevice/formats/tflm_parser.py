@@ -1,4 +1,5 @@
-"""Streaming parser for TFLM test output (v1 and v2) and how a run ended.
+"""The TFLM format's streaming parser: TFLM's test output (v1 and v2) with our header's
+markers (micro_test.h), and how the run ended.
 
 The parser sees one line at a time and never holds more than a bounded amount
 per case. `verdicts()` then combines what was printed with how the process
@@ -19,25 +20,18 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, field, replace
-from enum import StrEnum
+from dataclasses import dataclass, replace
 from itertools import pairwise
 
-from ..transports.contract import RunEnd
 from .benchline import BenchRecord, BenchRecordError, parse_record, rss_record, stack_record
-from .crashline import Crash, CrashWatch
+from .casetracker import EXTENSION_PREFIX, MAX_CASES, MAX_LINE_CHARS, CaseRecord, CaseTracker, case_verdict, exit_note
 from .gcda import VERBS as GCDA_VERBS
-from .gcda import GcdaReceiver
-from .lines import BoundedLines
+from .lines import LineSplitter
+from .verdicts import BinaryVerdicts, Outcome, RunEnd, Verdict
 
 PASS_MAGIC = "~~~ALL TESTS PASSED~~~"
 MAX_BENCHES_PER_CASE = 100
 FAIL_MAGIC = "~~~SOME TESTS FAILED~~~"
-EXTENSION_PREFIX = "#ondevice "
-
-MAX_CASES = 10_000
-MAX_FAILURE_LINES = 40
-MAX_LINE_CHARS = 500
 
 _NONCE = re.compile(r"[0-9a-f]{8,32}$")
 _STAMPED_END = re.compile(r"(\S+) (passed|failed|skipped)")
@@ -57,48 +51,6 @@ _V2_FAILED = re.compile(r"\[  FAILED  \] (?!\d+ tests?[,.])(\S+)")
 _V2_SKIPPED = re.compile(r"\[  SKIPPED \] (?!\d+ tests?[,.])(\S+)")
 _V2_SUMMARY = re.compile(r"\[==========\] (\d+) tests? ran")
 _V2_FAILURE = re.compile(r"^.+:\d+: Failure$")
-# "... failed at FILE:LINE (A vs B)", "FAIL: ... at FILE:LINE", "FILE:LINE: Failure"; FILE may hold spaces
-_LOCATION = re.compile(r"(?: at |^)(.+?):(\d+)(?: \(.*\)|: Failure)?$")
-_ANY_LOCATION = re.compile(r"([\w./+-]+\.[A-Za-z]\w*):(\d+)\b")
-
-
-class Outcome(StrEnum):
-    PASSED = "passed"
-    FAILED = "failed"
-    SKIPPED = "skipped"
-
-
-@dataclass
-class CaseRecord:
-    """What the device printed about one case (over every run of that name)."""
-
-    name: str
-    outcome: Outcome | None = None
-    failures: list[str] = field(default_factory=list)
-    skip_reason: str = ""
-    log: BoundedLines = field(default_factory=lambda: BoundedLines(head=20, tail=80))
-    dropped_failures: int = 0
-    starts: int = 0  # how often the device announced it: more than once is a duplicate or a forgery
-    failed_runs: int = 0  # of those starts, how many ended failed (for the tally)
-    seen_at_start: int = 0  # failure lines before the running start: a duplicate's run fails by its own
-
-    def add_failure(self, line: str) -> None:
-        if len(self.failures) < MAX_FAILURE_LINES:
-            self.failures.append(line[:MAX_LINE_CHARS])
-        else:
-            self.dropped_failures += 1
-
-    def finish(self, outcome: Outcome) -> None:
-        """End the running start of this case with outcome (a failure line makes it FAILED)."""
-        if len(self.failures) + self.dropped_failures > self.seen_at_start:
-            outcome = Outcome.FAILED
-        if outcome is Outcome.FAILED and self.outcome is not Outcome.FAILED:
-            self.failed_runs += 1
-        self.outcome = outcome
-
-    @property
-    def failed(self) -> bool:
-        return bool(self.failures) or self.outcome is Outcome.FAILED
 
 
 @dataclass(frozen=True)
@@ -108,108 +60,6 @@ class Start:
     name: str
     before: str | None  # the case that was running (or last ended) when it started
     v1: bool  # by `Testing NAME`: v1 runs its cases in source order
-
-
-NO_VERDICT = "no verdict: output ended while this case was running"
-NOT_CLOSED = "not run: no verdict (output ended without the closing summary)"
-NEVER_STARTED = "not run: the device never started this case (is it compiled out, or registered under another name?)"
-
-
-@dataclass(slots=True)  # one a case, kept to the session's end: no dict of its own for the collector to walk
-class Verdict:
-    """The outcome a pytest item reports, with the message a user reads."""
-
-    outcome: Outcome
-    message: str = ""
-    location: tuple[str, int] | None = None  # file:line of the first failure
-    log: str = ""
-
-
-@dataclass
-class BinaryVerdicts:
-    cases: dict[str, Verdict]
-    unknown: dict[str, Verdict]  # printed by the device but not found in the source
-    problems: list[str]  # binary-level remarks (tally mismatch, overflow)
-    benches: dict[str, list[BenchRecord]] = field(default_factory=dict)  # per case
-    counts: dict[str, bytes] = field(default_factory=dict)  # .gcda files sent over the output (bare metal)
-    count_problems: list[str] = field(default_factory=list)  # those dropped on the way, and why
-    crash: Crash | None = None  # where the run died, as addresses (its case: the one running then)
-
-
-class CaseTracker:
-    """What every line parser shares: the cases seen, the running one, and whose log a line is."""
-
-    __test__ = False  # not a pytest test class
-
-    def __init__(self) -> None:
-        self.cases: dict[str, CaseRecord] = {}
-        self.current: CaseRecord | None = None  # the running case: its outcome is None until it ends
-        self.last: CaseRecord | None = None  # the case that ended most recently
-        self.dropped_cases = 0  # cases beyond MAX_CASES, counted, not kept
-        self.counts = GcdaReceiver()  # --ondevice-coverage on bare metal: gcov's counts, stamped
-        self.crashes = CrashWatch()  # the host runtime's `#ondevice crash` line
-
-    def feed_line(self, raw: str) -> None:
-        line = raw.rstrip()
-        before = self.current
-        self.line(line)
-        owner = self.current or before  # a case's log runs from its start line to its end line
-        if owner is not None:
-            owner.log.append(line)
-
-    def line(self, line: str) -> None:
-        raise NotImplementedError
-
-    def _finish(self, outcome: Outcome) -> None:
-        record = self.current
-        if record is not None:
-            record.finish(outcome)
-            self.last = record
-        self.current = None
-
-    # -- verdicts ------------------------------------------------------------
-    @staticmethod
-    def _fail_the_rest(verdicts: dict[str, Verdict], why: str) -> None:
-        """A binary-level problem: no case that had not failed may pass."""
-        for name, v in verdicts.items():
-            if v.outcome is not Outcome.FAILED:
-                verdicts[name] = Verdict(Outcome.FAILED, why, None, v.log)
-
-    @staticmethod
-    def _fail_unattributable(verdicts: dict[str, Verdict], reasons: dict[str, str]) -> None:
-        for name, reason in reasons.items():
-            v = verdicts[name]
-            verdicts[name] = Verdict(Outcome.FAILED, "\n".join(x for x in (reason, v.message) if x), v.location, v.log)
-
-    def _settle(
-        self,
-        expected: list[str],
-        verdicts: dict[str, Verdict],
-        end: RunEnd,
-        closed: bool,
-        problems: list[str],
-        benches: dict[str, list[BenchRecord]],
-        running: str | None = None,
-    ) -> BinaryVerdicts:
-        """Every case the source declares gets a verdict: its own, else why it has none."""
-        if self.dropped_cases:
-            problems.append(f"{self.dropped_cases} more cases were printed than the parser keeps")
-        abnormal = end.abnormal()
-        cases: dict[str, Verdict] = {}
-        for name in expected:
-            if name in verdicts:
-                cases[name] = verdicts[name]
-            elif abnormal:
-                cases[name] = Verdict(Outcome.FAILED, f"not run: {abnormal} before this case")
-            elif not closed:
-                cases[name] = Verdict(Outcome.FAILED, NOT_CLOSED + _exit_note(end))
-            else:
-                cases[name] = Verdict(Outcome.FAILED, NEVER_STARTED)
-        wanted = set(expected)
-        unknown = {n: v for n, v in verdicts.items() if n not in wanted}
-        self.counts.close()
-        crash = self.crashes.of(end, running)
-        return BinaryVerdicts(cases, unknown, problems, benches, self.counts.files, self.counts.problems, crash)
 
 
 class TestOutputParser(CaseTracker):
@@ -485,7 +335,7 @@ class TestOutputParser(CaseTracker):
             verdicts[name] = case_verdict(record, name == running, abnormal)
         disagreement = self._disagreement(end, verdicts)
         if self.ours and self.nonce is None:  # nothing of what it printed came from our header
-            disagreement = f"{disagreement}; {NO_NONCE}" if disagreement else NO_NONCE + _exit_note(end)
+            disagreement = f"{disagreement}; {NO_NONCE}" if disagreement else NO_NONCE + exit_note(end)
         if disagreement:
             problems.append(disagreement)
             self._fail_the_rest(verdicts, disagreement)
@@ -569,24 +419,6 @@ class TestOutputParser(CaseTracker):
         return None
 
 
-def case_verdict(record: CaseRecord, running: bool, abnormal: str | None) -> Verdict:
-    """One case's verdict from its lines: running when the output stopped is a failure
-    naming why; a failure line fails it whatever its verdict line said."""
-    log = record.log.text()
-    location = first_location(record.failures)
-    failures = list(record.failures)
-    if record.dropped_failures:
-        failures.append(f"... {record.dropped_failures} more failure lines")
-    if running:
-        reason = f"{abnormal} while this case was running" if abnormal else NO_VERDICT
-        return Verdict(Outcome.FAILED, "\n".join([*failures, reason]), location, log)
-    if record.outcome is Outcome.FAILED or record.failures:
-        return Verdict(Outcome.FAILED, "\n".join(failures) or "failed on device", location, log)
-    if record.outcome is Outcome.SKIPPED:
-        return Verdict(Outcome.SKIPPED, record.skip_reason, None, log)
-    return Verdict(Outcome.PASSED, "", None, log)
-
-
 def _printed_start(name: str) -> str:
     return (
         f"while this case was running, the output announced case {name} (did it print "
@@ -594,30 +426,8 @@ def _printed_start(name: str) -> str:
     )
 
 
-def _exit_note(end: RunEnd) -> str:
-    if end.exit_code not in (None, 0):
-        return f"; the binary exited with code {end.exit_code}"
-    return ""
-
-
-def first_location(failures: list[str]) -> tuple[str, int] | None:
-    """file:line of the first failure line that names one (TFLM's forms first, then any
-    `path.ext:LINE` as GoogleTest, CppUTest, Unity and Rust panics print it)."""
-    for line in failures:
-        m = _LOCATION.search(line[line.rindex(" at ") :] if " at " in line else line)
-        if m:
-            return m.group(1), int(m.group(2))
-    for line in failures:
-        m = _ANY_LOCATION.search(line)
-        if m:
-            return m.group(1), int(m.group(2))
-    return None
-
-
 def parse_bytes(chunks: list[bytes], expected: list[str], end: RunEnd) -> BinaryVerdicts:
     """Convenience for tests and simple callers: parse a whole recorded stream."""
-    from .lines import LineSplitter
-
     parser = TestOutputParser()
     splitter = LineSplitter()
     for chunk in chunks:
