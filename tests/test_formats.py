@@ -14,8 +14,9 @@ from pytest_ondevice.formats.casetracker import MAX_FAILURE_LINES
 from pytest_ondevice.formats.cpputest import CppUTest, CppUTestParser
 from pytest_ondevice.formats.gtest import GoogleTest, GoogleTestParser
 from pytest_ondevice.formats.lines import LineSplitter
+from pytest_ondevice.formats.parser import Parser, complete_parser
 from pytest_ondevice.formats.unity import Unity
-from pytest_ondevice.formats.verdicts import Outcome, RunEnd
+from pytest_ondevice.formats.verdicts import BinaryVerdicts, Outcome, RunEnd, Verdict
 
 GTEST = b"""Running main() from ./googletest/src/gtest_main.cc
 [==========] Running 4 tests from 2 test suites.
@@ -512,3 +513,49 @@ def test_a_tflm_source_imports_no_other_format_and_each_header_still_picks_its_o
     ]:
         assert formats.for_source(f"#include <{header}>\n").name == name
     assert formats.for_source("int main(void) { return 0; }\n").name == "tflm"
+
+
+@pytest.mark.parametrize("name", sorted(formats.BUILTIN))
+def test_every_builtin_parser_has_all_the_runner_reads_and_sets(name):
+    """The runner reads and sets them plainly, never asking whether they are there."""
+    parser = formats.named(name).parser(("a",))
+    assert isinstance(parser, Parser)
+    assert complete_parser(parser) is parser
+    assert (parser.ours, parser.nonce, parser.unavailable, parser.missing_library) == (False, None, None, None)
+    parser.ours = True
+
+
+class BareParser:
+    """A third party's parser as the API once asked: feed_line and verdicts, nothing else."""
+
+    def __init__(self, record: bool = False) -> None:
+        self.lines: list[str] = []
+        self.records: list[bytes | None] = []
+        if record:
+            self.framework_record = self.records.append
+
+    def feed_line(self, raw):
+        self.lines.append(raw)
+
+    def verdicts(self, expected, end):
+        return BinaryVerdicts({n: Verdict(Outcome.PASSED) for n in expected}, {}, list(self.lines))
+
+
+def test_a_parser_with_only_feed_line_and_verdicts_is_completed_with_the_defaults():
+    bare = BareParser()
+    parser = complete_parser(bare)
+    assert parser is not bare
+    assert isinstance(parser, Parser)
+    parser.ours = True  # our header's marker in a third party's binary: nothing of theirs reads it
+    parser.feed_line("ok one")
+    parser.framework_record(b"ignored")  # it has none: the printed lines decide
+    v = parser.verdicts(["one"], RunEnd(exit_code=0))
+    assert (v.cases["one"].outcome, v.problems) == (Outcome.PASSED, ["ok one"])
+    assert (parser.nonce, parser.unavailable, parser.missing_library) == (None, None, None)
+    assert not hasattr(bare, "ours")
+
+
+def test_a_completed_parser_keeps_its_own_framework_record():
+    bare = BareParser(record=True)
+    complete_parser(bare).framework_record(b"ok one\n")
+    assert bare.records == [b"ok one\n"]

@@ -18,22 +18,14 @@ import re
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import ClassVar, Protocol
+from typing import ClassVar
 
 from .discover import Case, code_of, device_names, line_at
-from .verdicts import BinaryVerdicts, RunEnd
+from .parser import MinimalParser
 
 GROUP = "pytest_ondevice.formats"
 HARNESS_DIR = Path(__file__).resolve().parent / "harness"
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]([^>"]+)[>"]', re.MULTILINE)
-
-
-class Parser(Protocol):
-    """Streaming: one line at a time, bounded memory; the verdicts need how the run ended."""
-
-    def feed_line(self, raw: str) -> None: ...
-
-    def verdicts(self, expected: list[str], end: RunEnd) -> BinaryVerdicts: ...
 
 
 MAX_RECORD_BYTES = 1 << 20  # of a framework's record file brought back (see Format.record_args)
@@ -77,7 +69,8 @@ class Format:
         """The names the device will print, in the order it runs them."""
         return device_names(cases)
 
-    def parser(self, order: tuple[str, ...]) -> Parser:
+    def parser(self, order: tuple[str, ...]) -> MinimalParser:
+        """A fresh parser for one run (parser.complete_parser gives the runner all of Parser)."""
         raise NotImplementedError
 
     def needs(self, text: str) -> Needs:

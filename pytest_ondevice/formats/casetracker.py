@@ -15,6 +15,7 @@ from .benchline import BenchRecord
 from .crashline import CrashWatch
 from .gcda import GcdaReceiver
 from .lines import BoundedLines
+from .parser import ParserBase
 from .verdicts import NEVER_STARTED, NO_VERDICT, NOT_CLOSED, BinaryVerdicts, Outcome, RunEnd, Verdict
 
 EXTENSION_PREFIX = "#ondevice "  # our lines: the header's, a hook's, a runtime's
@@ -61,7 +62,7 @@ class CaseRecord:
         return bool(self.failures) or self.outcome is Outcome.FAILED
 
 
-class CaseTracker:
+class CaseTracker(ParserBase):
     """What every line parser shares: the cases seen, the running one, and whose log a line is."""
 
     __test__ = False  # not a pytest test class
