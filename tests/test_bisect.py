@@ -346,7 +346,7 @@ def test_sigterm_mid_step_cleans_up_as_ctrl_c_does(repo, tmp_path):
 def test_a_history_of_one_run_per_board_is_read_board_by_board(tmp_path):
     """Nightlies per board append to one file: a board's failure is new against that
     board's previous run, not against another board's run in between."""
-    from pytest_ondevice.commands.bisect import suspects
+    from pytest_ondevice.commands.bisect.nightly import suspects
     from pytest_ondevice.records.history import Bench, Result, Run, append_run, connect
 
     def result(board, outcome):
