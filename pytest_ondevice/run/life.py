@@ -34,6 +34,8 @@ from ..config.settings import Settings
 from ..farm.labgrid_places import PlaceError
 from ..farm.lease import Lease
 from ..formats.devlog import DeviceLog, keep_attempt_log, remove_attempt_logs
+from ..formats.parser import Parser, complete_parser
+from ..formats.verdicts import RunEnd
 from ..transports import InfrastructureError
 from .failover import Failover
 from .results import BinaryResult, BuildFailed, Built, InfraError, Ran, Rerun
@@ -183,9 +185,8 @@ def _on_leased(
     harness = formats.named(spec.format)
     remove_attempt_logs(log_path)
     for attempt in range(1, attempts + 1):
-        parser = harness.parser(spec.cases)
-        if hasattr(parser, "ours"):  # our header's binary: only its nonce-stamped run is believed
-            parser.ours = built_with_our_header(artifact)
+        parser = complete_parser(harness.parser(spec.cases))
+        parser.ours = built_with_our_header(artifact)  # our header's binary: only its nonce-stamped run is believed
         log = DeviceLog(log_path, prefix, parser.feed_line, engine.live, engine.settings.log_max)
         try:
             transport = engine.devices.transport(device)
@@ -228,7 +229,7 @@ def _on_leased(
 
 
 # -- parse: the verdicts ---------------------------------------------------------------------
-def _verdicts(engine: Engine, spec: BinarySpec, parser: Any, end: Any, ran: Ran) -> BinaryResult:
+def _verdicts(engine: Engine, spec: BinarySpec, parser: Parser, end: RunEnd, ran: Ran) -> BinaryResult:
     """What the run's output says, unless it says the device could not run the binary at
     all (decided from what the test cannot write: the device's fault, not the code's)."""
     device = ran.device
@@ -236,7 +237,7 @@ def _verdicts(engine: Engine, spec: BinarySpec, parser: Any, end: Any, ran: Ran)
     unusable = device_unusable(parser, end, spec.board)
     if unusable and device.name != spec.board.name:  # a fleet's device: name it
         unusable = f"on device {device.name}: {unusable}"
-    if unusable and getattr(parser, "unavailable", None) and engine.settings.no_gpu == "skip":
+    if unusable and parser.unavailable and engine.settings.no_gpu == "skip":
         return Ran(verdicts=skip_all(spec, unusable), artifact=ran.artifact, log_path=ran.log_path, end=end)
     if unusable:
         return InfraError(

@@ -22,6 +22,7 @@ and hands each result back through a pipe, in item order.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import logging
 import logging.handlers
@@ -384,7 +385,7 @@ def _child(specs: Sequence[BinarySpec], child: Child, results_fd: int, commands_
 
         for index, spec in enumerate(specs):
             with changed:
-                changed.wait_for(lambda i=index: stopping or i <= reached + AHEAD)
+                changed.wait_for(functools.partial(lambda i: stopping or i <= reached + AHEAD, index))
                 if stopping:
                     break
             send(Started(index))

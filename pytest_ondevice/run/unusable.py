@@ -9,6 +9,7 @@ on the device)."""
 from __future__ import annotations
 
 from ..config.board import Board
+from ..formats.parser import Parser
 from ..formats.verdicts import BinaryVerdicts, Outcome, Verdict
 from ..transports import RunEnd
 from .spec import BinarySpec
@@ -16,13 +17,12 @@ from .spec import BinarySpec
 LOADER_EXIT = 127
 
 
-def device_unusable(parser: object, end: RunEnd, board: Board) -> str | None:
+def device_unusable(parser: Parser, end: RunEnd, board: Board) -> str | None:
     """Why the device could not run this binary, or None."""
-    unavailable = getattr(parser, "unavailable", None)
-    if unavailable:
-        return unavailable
-    library = getattr(parser, "missing_library", None)
-    if library and end.exit_code == LOADER_EXIT and getattr(parser, "nonce", None) is None:
+    if parser.unavailable:
+        return parser.unavailable
+    library = parser.missing_library
+    if library and end.exit_code == LOADER_EXIT and parser.nonce is None:
         fix = "install it on the device, or link it into the binary"
         if board.cuda.archs and library.startswith("libcudart"):
             fix = (

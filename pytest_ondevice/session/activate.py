@@ -210,12 +210,12 @@ def own_dirs(rootpath: Path, settings: Settings, boards: list[str]) -> frozenset
     logs, the coverage counts, the store's entries, the leases), as given and resolved;
     never the build or cache dir itself, which may be set to a dir that holds tests, and
     never the tree's root or a dir above it."""
-    made = [settings.build_root / name for name in boards]
+    made: list[Path | None] = [settings.build_root / name for name in boards]
     made += [coverage_data(settings), settings.build_root / "cache", settings.lease_dir]
     if settings.cache_dir is not None:
         made.append(settings.cache_dir / store.LAYOUT)
     root = rootpath.resolve()
-    found = set()
+    found: set[Path] = set()
     for d in made:
         if d is None:
             continue

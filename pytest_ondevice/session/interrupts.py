@@ -93,7 +93,7 @@ class Interrupts:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: object) -> None:
-        self.workers.pop(getattr(node.gateway, "id", None), None)
+        self.workers.pop(str(getattr(node.gateway, "id", "")), None)
         if (getattr(node, "workeroutput", None) or {}).get("exitstatus") == pytest.ExitCode.INTERRUPTED:
             # a worker was stopped (a signal to it alone): xdist stops the run, but only once
             # every other worker has finished its current test, which may hang for minutes

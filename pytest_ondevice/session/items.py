@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from _pytest import nodes
 from _pytest._code.code import TerminalRepr
 
 from .. import formats
@@ -44,7 +45,7 @@ class DeviceInfrastructureError(Exception):
     """The device could not be used: reported as an error, not a test failure."""
 
 
-def _session(node: pytest.Node) -> Engine:
+def _session(node: nodes.Node) -> Engine:
     return node.config.stash[SESSION_KEY]
 
 
@@ -91,6 +92,8 @@ class OnDeviceFile(pytest.File):
 class RustFile(pytest.File):
     """A .rs file of a Cargo crate: its #[test]s are items; the test binary of the target
     that holds them (lib, bin or an integration test) runs once for all of them."""
+
+    crate: Path  # set as it is made (collector)
 
     @classmethod
     def collector(cls, parent: pytest.Collector, path: Path) -> RustFile | None:
@@ -220,7 +223,7 @@ class DeviceVerdictItem(pytest.Item):
             return CaseFailureRepr(excinfo.value.message, self.source_search(), list(excinfo.value.footer), where)
         return super().repr_failure(excinfo, style=style)  # pytest's asks _repr_failure_py, below
 
-    def _repr_failure_py(self, excinfo, style=None) -> str | TerminalRepr:
+    def _repr_failure_py(self, excinfo, style=None) -> str | TerminalRepr:  # type: ignore[override]  # pytest's own reprs return str too
         """What pytest asks of an error in setup, and repr_failure of one in the call: a
         device's trouble is its message, never a traceback of our plumbing. Formatting one
         cost about 50 ms an item (the source of every frame parsed): a quarantined board's
@@ -448,6 +451,7 @@ def _report_found_on_device(item: OnDeviceItem, result: Ran) -> None:
         problems = Verdict(Outcome.FAILED, "\n".join(result.verdicts.problems))
         found.append((BINARY_ITEM, problems, "a problem of the binary as a whole, not of one case"))
     file = item.parent
+    assert file is not None  # an item's parent is its file
     extra = item.stash.setdefault(FOUND_AT_RUN, [])
     for name, verdict, note in found:
         node = f"{name}[{board}]"

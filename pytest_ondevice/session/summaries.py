@@ -31,12 +31,12 @@ class RerunSummary:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         props = report.user_properties
-        reruns = [value for name, value in props if name == "rerun"]
+        reruns = [str(value) for name, value in props if name == "rerun"]
         if not reruns:
             return
-        board = next((value for name, value in props if name == "board"), "")
+        board = next((str(value) for name, value in props if name == "board"), "")
         key = (report.nodeid.split("::", 1)[0], board)
-        flaky = next((value for name, value in props if name == "flaky"), None)
+        flaky = next((str(value) for name, value in props if name == "flaky"), None)
         binary = self.binaries.setdefault(key, _Binary(reruns, flaky))
         if report.when == "call" or report.outcome != "passed":
             binary.outcomes.add(report.outcome)
