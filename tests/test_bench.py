@@ -13,7 +13,8 @@ import pytest
 from pytest_ondevice.config.board import BoardRegistry
 from pytest_ondevice.formats.benchline import BenchRecordError, parse_record
 from pytest_ondevice.formats.devlog import DeviceLog
-from pytest_ondevice.formats.tflm_parser import Outcome, RunEnd, TestOutputParser
+from pytest_ondevice.formats.tflm_parser import TestOutputParser
+from pytest_ondevice.formats.verdicts import Outcome, RunEnd
 from pytest_ondevice.records.bench import compare, measure, parse_threshold
 
 LINE = "name=gemm_int8 unit=systick repeats=5 min=100 median=102 max=110 work=32768 work_unit=MAC overhead=7"
