@@ -3,7 +3,7 @@ pytest's own cost of a trivial Python test, measured side by side; and a cold bu
 same binaries against `make -j2` running the compiler commands the plugin ran.
 
     python benchmarks/suite_scale.py [--cases 100,1000,10000,100000] [--repeats 3]
-                                     [--build 1000] [--workdir DIR]
+                                     [--build 1000] [--workdir DIR] [--against REVISION]
 
 Each size is a tree of test files with 10 trivial cases each (100 cases: 10 binaries;
 100,000: 10,000 binaries), 100 files per directory, run with `pytest --board=host` from a
@@ -36,6 +36,10 @@ that binary's own time; pytest: one Python test), the slope of each: ((plugin - 
 (`--build-only`) and by `make -j2` running the same compile and link commands, recorded
 from the plugin's own build by a compiler wrapper (target: <= 1.1).
 
+--against REVISION: the plugin as it was at REVISION, laid out as pip installs it, timed in the
+same rounds on the same trees (`against`); its whole run against this checkout's is printed
+for each size (the target of a refactoring: no slowdown, <= 1.0 within the noise).
+
 A tree is generated once under --workdir (default a temporary dir) and reused; the
 100,000-case tree's first (cold) build takes minutes and about 1 GB.
 """
@@ -52,7 +56,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _revision import first_on_path
+from _revision import first_on_path, installed_layout, level_path
 from _timing import timed
 
 PER_FILE = 10
@@ -63,6 +67,7 @@ TEST_PY = "".join(f"def test_{n}():\n    pass\n\n\n" for n in range(PER_FILE))
 QUIET = ["-q", "-p", "no:cacheprovider"]
 ENV = dict(os.environ)  # pytest with the plugins installed here, ours among them, for both
 PLUGIN: list[str] = []
+AGAINST: dict[str, str] = {}  # --against: "ours" and "theirs", the directories first on PYTHONPATH
 WRAPPER = """#!/bin/sh
 # records each compiler command the plugin runs (its cwd and argv), then runs it
 printf '%s\\t%s\\n' "$PWD" "$*" >> "{log}"
@@ -147,8 +152,9 @@ def scale(work: Path, sizes: list[int], repeats: int, floor: bool = False) -> No
         binaries = warm_binaries(c_tree)
         assert len(binaries) == files, (len(binaries), files)
         junit = ["--junitxml", "junit.xml"]
+        ours = first_on_path(ENV, AGAINST["ours"]) if AGAINST else ENV  # as long a sys.path as the revision's
         commands = {
-            "plugin": (pytest_cmd(*PLUGIN, "--board=host", *junit, "tests"), c_tree, ENV),
+            "plugin": (pytest_cmd(*PLUGIN, "--board=host", *junit, "tests"), c_tree, ours),
             "own": (shell_loop(binaries), c_tree, ENV),
             "pytest": (pytest_cmd(*junit, "tests"), py_tree, ENV),
             "plugin0": (pytest_cmd(*PLUGIN, "--board=host", "tests"), empty_c, ENV),
@@ -156,6 +162,11 @@ def scale(work: Path, sizes: list[int], repeats: int, floor: bool = False) -> No
             "plugin1": (pytest_cmd(*PLUGIN, "--board=host", *junit, "tests"), one_c, ENV),
             "own1": (shell_loop([one_binary]), one_c, ENV),
         }
+        if AGAINST:
+            theirs = first_on_path(ENV, AGAINST["theirs"])
+            warm = pytest_cmd(*PLUGIN, "--board=host", "--build-only", "tests")
+            subprocess.run(warm, cwd=c_tree, env=theirs, capture_output=True, check=True)  # its own build keys
+            commands["against"] = (pytest_cmd(*PLUGIN, "--board=host", *junit, "tests"), c_tree, theirs)
         if floor:
             replayed = pytest_cmd(*PLUGIN, "-p", "_replay", "--board=host", *junit, "tests")
             timed(replayed, c_tree, replay_env("record", c_tree))
@@ -180,6 +191,13 @@ def scale(work: Path, sizes: list[int], repeats: int, floor: bool = False) -> No
             flush=True,
         )
         print(f"{'':8s} one more case, the median of each round's ratio: {figures['paired']:.2f}", flush=True)
+        if AGAINST:
+            print(
+                f"{'':8s} against {AGAINST['revision']}: {figures['against']:.2f} s; this checkout / that = "
+                f"{figures['plugin'] / figures['against']:.3f} (whole run); one more case "
+                f"{(figures['plugin'] - figures['own']) / (figures['against'] - figures['own']):.3f}",
+                flush=True,
+            )
         if floor:
             items = (figures["floor"] - figures["plugin0"]) / cases * 1000
             print(
@@ -271,6 +289,7 @@ def main() -> int:
     parser.add_argument(
         "--floor", action="store_true", help="also time the plugin's items with every result made beforehand"
     )
+    parser.add_argument("--against", metavar="REVISION", help="also time the plugin as it was at REVISION")
     parser.add_argument(
         "--bare", action="store_true", help="no other installed pytest plugin loaded, in either (the plugin by -p)"
     )
@@ -280,6 +299,12 @@ def main() -> int:
         PLUGIN.extend(["-p", "pytest_ondevice.plugin"])
     work = args.workdir or Path(tempfile.mkdtemp(prefix="ondevice-scale-"))
     work.mkdir(parents=True, exist_ok=True)
+    if args.against:
+        AGAINST.update(
+            revision=args.against,
+            theirs=str(installed_layout(args.against, work / f"against-{args.against}")),
+            ours=str(level_path(work / "level")),
+        )
     try:
         if args.cases:
             scale(work, [int(c) for c in args.cases.split(",")], args.repeats, args.floor)
