@@ -1,7 +1,11 @@
 """What a history says, for the morning report and `pytest-ondevice bisect --history`: the
 figures compared (plain builds; a memory figure only from a run where its case passed), each
 kernel's series over the runs, what the latest run got wrong (new failures, slower kernels,
-exact figures that moved, files whose coverage fell), and what bisect found of it."""
+exact figures that moved, files whose coverage fell), and what bisect found of it.
+
+What a new failure is and what a slower figure is are said once, here (FailureRule,
+SlowerRule; docs/farm.md, docs/bisect.md): the report and bisect each pass the rule they
+apply, bisect's narrower than the report's where a bisection needs it to be."""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from itertools import groupby
 from operator import itemgetter
 
 from ..formats.benchline import MEMORY_UNIT
-from .history import Bench, Coverage, History, Result
+from .history import Bench, Coverage, History, Result, Run
 
 
 @dataclass
@@ -24,6 +28,7 @@ class Series:
     unit: str
     deterministic: bool
     points: list[tuple[int, float]]  # (index of the run in the window, median)
+    nodeid: str = ""  # the case that measured it in its latest run (the first by node id, if several did)
 
     @property
     def reference(self) -> float | None:
@@ -34,6 +39,10 @@ class Series:
     @property
     def latest(self) -> float:
         return self.points[-1][1]
+
+    def at(self, run: int) -> float | None:
+        """Its median in the run of that index in the window (None: not measured there)."""
+        return next((m for i, m in self.points if i == run), None)
 
     def change(self) -> float | None:
         """The latest run against the reference, in %."""
@@ -91,28 +100,13 @@ def series(history: History, benches: list[Bench] | None = None) -> list[Series]
         measured = sorted((index[b.run_id], b.median) for b in measured_by)  # by run: nearly always once each
         points = [(i, _median([m for _, m in run])) for i, run in groupby(measured, key=itemgetter(0))]
         deterministic = all(b.deterministic for b in measured_by)
-        found.append(Series(board, name, unit, deterministic, points))
+        nodeid = min(b.nodeid for b in measured_by if index[b.run_id] == points[-1][0])
+        found.append(Series(board, name, unit, deterministic, points, nodeid))
     return found
 
 
 def _median(values: list[float]) -> float:
     return values[0] if len(values) == 1 else statistics.median(values)
-
-
-def _results_by_run(history: History) -> dict[int, list[Result]]:
-    by_run: dict[int, list[Result]] = defaultdict(list)
-    for r in history.results:
-        by_run[r.run_id].append(r)
-    return by_run
-
-
-def _latest_run_of_board(history: History, boards: dict[int, set[str | None]], board: str | None) -> int | None:
-    """The index of the last run in the window with results on this board (runs of other
-    boards may have finished after it: nightlies per board append to one file)."""
-    for i in range(len(history.runs) - 1, -1, -1):
-        if board in boards[history.runs[i].id]:
-            return i
-    return None
 
 
 def _boards_by_run(history: History) -> dict[int, set[str | None]]:
@@ -122,64 +116,155 @@ def _boards_by_run(history: History) -> dict[int, set[str | None]]:
     return boards
 
 
-@dataclass
-class NewFailure:
-    result: Result
-    before: str  # the previous run's outcome on that board, or "not run"
-
-
-def new_failures(history: History) -> list[NewFailure] | None:
-    """Failures and errors of the latest run that passed (or did not run) in the previous run
-    of the same board; None when there is no earlier run to compare with."""
-    if len(history.runs) < 2:
-        return None
-    by_run = _results_by_run(history)
-    outcomes = {run_id: {r.nodeid: r.outcome for r in rs} for run_id, rs in by_run.items()}
-    outcomes.update({run.id: {} for run in history.runs if run.id not in outcomes})
+def board_runs(history: History) -> dict[str | None, tuple[int, int | None]]:
+    """Each board's latest run in the window and its previous run: the last earlier one with
+    results on that board (indexes in history.runs; None: none). Nightlies per board may
+    append to one file, so a board's runs are those that ran it, not the runs in between."""
     boards = _boards_by_run(history)
-    latest = history.runs[-1]
-    found = []
-    for r in sorted(by_run[latest.id], key=lambda r: r.nodeid):
-        if r.outcome not in ("failed", "error"):
-            continue
-        previous = next((run for run in reversed(history.runs[:-1]) if r.board in boards[run.id]), None)
-        if previous is None:
-            continue  # this board's first run: nothing to be new against
-        before = outcomes[previous.id].get(r.nodeid, "not run")
-        if before in ("passed", "not run"):
-            found.append(NewFailure(r, before))
+    found: dict[str | None, tuple[int, int | None]] = {}
+    for i in range(len(history.runs) - 1, -1, -1):
+        for board in boards.get(history.runs[i].id, ()):
+            if board not in found:
+                found[board] = (i, None)
+            elif found[board][1] is None:
+                found[board] = (found[board][0], i)
     return found
 
 
-def changed_exact(all_series: list[Series], slow: list[Series], history: History) -> list[Series]:
-    """Exact figures (a virtual clock: instructions under QEMU's icount) that moved since the
-    run before, under the threshold too: on such a clock any change is the code's."""
-    flagged = {(s.board, s.name) for s in slow}
+# -- what a new failure is ------------------------------------------------------------------
+
+NOT_RUN = "not run"  # a case's verdict in a run that did not run it
+
+
+@dataclass(frozen=True)
+class FailureRule:
+    """A new failure: a case of the last run whose verdict there is one of `now`, and whose
+    verdict in its board's previous run was one of `before` (NOT_RUN: that run did not run
+    it). A board's first run in the window has no new failures: nothing to be new against."""
+
+    now: tuple[str, ...]
+    before: tuple[str, ...]
+
+
+# The report's: a failure or an error (a device that could not be used is news too), of a
+# case that passed in the board's previous run or did not run there (a new case).
+REPORT_FAILURES = FailureRule(now=("failed", "error"), before=("passed", NOT_RUN))
+# bisect's, narrower: a failure of a case that passed in the board's previous run. An error
+# is the device's, and a step skips it, so no revision can be judged by it; a case the
+# previous run did not run gives no good end to search from.
+BISECT_FAILURES = FailureRule(now=("failed",), before=("passed",))
+
+
+@dataclass
+class NewFailure:
+    result: Result
+    before: str  # the case's verdict in its board's previous run, or NOT_RUN
+    previous: Run | None = None  # that run
+    then: Result | None = None  # the case's result there (None: not run)
+
+
+def new_failures(history: History, rule: FailureRule = REPORT_FAILURES) -> list[NewFailure] | None:
+    """The last run's new failures by the rule, by node id; None when the window holds no
+    earlier run to compare with."""
+    if len(history.runs) < 2:
+        return None
+    last = len(history.runs) - 1
+    previous = {
+        board: history.runs[before]
+        for board, (latest, before) in board_runs(history).items()
+        if latest == last and before is not None
+    }
+    # only the previous runs' results are looked up: a farm's window holds hundreds of thousands
+    wanted = {run.id for run in previous.values()}
+    earlier = {(r.run_id, r.nodeid): r for r in history.results if r.run_id in wanted}  # the last of each wins
+    latest_id = history.runs[last].id
     found = []
-    for s in _in_latest_runs(all_series, history):
+    for r in sorted((r for r in history.results if r.run_id == latest_id), key=lambda r: r.nodeid):
+        run = previous.get(r.board) if r.outcome in rule.now else None
+        if run is None:
+            continue  # not a failure the rule counts, or this board's first run
+        then = earlier.get((run.id, r.nodeid))
+        before = then.outcome if then is not None else NOT_RUN
+        if before in rule.before:
+            found.append(NewFailure(r, before, run, then))
+    return found
+
+
+# -- what a slower figure is ----------------------------------------------------------------
+
+MEDIAN_OF_EARLIER = "median of earlier runs"  # the median of the series' earlier medians in the window
+PREVIOUS_RUN = "previous run"  # the series' median in its board's previous run
+
+
+@dataclass(frozen=True)
+class SlowerRule:
+    """A slower figure: one measured in its board's latest run whose median there is over its
+    reference by more than the threshold % (at the threshold is not over). The reference is
+    `against`: MEDIAN_OF_EARLIER, or PREVIOUS_RUN (not measured there: not slower). With
+    `exact_rises`, an exact figure (a virtual clock, the same run to run) that rose at all is
+    slower too."""
+
+    against: str
+    exact_rises: bool = False
+
+
+# The report's: against the median of the earlier runs in view, which one noisy night does
+# not move. Exact figures that moved under the threshold are listed apart (changed_exact).
+REPORT_SLOWER = SlowerRule(MEDIAN_OF_EARLIER)
+# bisect's: against the board's previous run, whose revision is the good end of the search;
+# an exact figure's every rise is the code's.
+BISECT_SLOWER = SlowerRule(PREVIOUS_RUN, exact_rises=True)
+
+
+@dataclass
+class Slower:
+    series: Series
+    reference: float  # what its latest median is held against
+    change: float  # its latest median against the reference, in %
+    reference_run: int | None = None  # PREVIOUS_RUN's: that run's index in the window
+
+
+def slower(all_series: list[Series], history: History, threshold: float, rule: SlowerRule) -> list[Slower]:
+    """The series slower by the rule (threshold in %), the slowest first."""
+    runs = board_runs(history)
+    found = []
+    for s in all_series:
+        latest, before = runs.get(s.board, (None, None))
+        if s.points[-1][0] != latest:
+            continue  # not measured in its board's latest run: not news
+        if rule.against == PREVIOUS_RUN:
+            reference, where = (s.at(before) if before is not None else None), before
+        else:
+            reference, where = s.reference, None
+        if not reference:
+            continue  # nothing earlier to compare with
+        change = (s.latest - reference) / reference * 100
+        if change > threshold or (rule.exact_rises and s.deterministic and change > 0):
+            found.append(Slower(s, reference, change, where))
+    return sorted(found, key=lambda f: -f.change)
+
+
+def slow_kernels(all_series: list[Series], history: History, threshold: float) -> list[Series]:
+    """The report's newly slow series (REPORT_SLOWER), the slowest first."""
+    return [found.series for found in slower(all_series, history, threshold, REPORT_SLOWER)]
+
+
+def changed_exact(all_series: list[Series], slow: list[Series], history: History) -> list[Series]:
+    """Exact figures (a virtual clock: instructions under QEMU's icount) measured in their
+    board's latest run that moved, up or down, since the run before that measured them, and
+    are not in slow: under the threshold too, on such a clock any change is the code's."""
+    flagged = {(s.board, s.name) for s in slow}
+    runs = board_runs(history)
+    found = []
+    for s in all_series:
+        latest = runs.get(s.board, (None, None))[0]
         moved = len(s.points) > 1 and s.points[-1][1] != s.points[-2][1]
-        if s.deterministic and moved and (s.board, s.name) not in flagged:
+        if s.points[-1][0] == latest and s.deterministic and moved and (s.board, s.name) not in flagged:
             found.append(s)
     return sorted(found, key=lambda s: -abs(s.points[-1][1] - s.points[-2][1]) / (abs(s.points[-2][1]) or 1))
 
 
-def _in_latest_runs(all_series: list[Series], history: History) -> list[Series]:
-    """The series measured in their board's latest run (a kernel not run then is not news)."""
-    latest_of_board = {}
-    boards = _boards_by_run(history)
-    found = []
-    for s in all_series:
-        if s.board not in latest_of_board:
-            latest_of_board[s.board] = _latest_run_of_board(history, boards, s.board)
-        if s.points[-1][0] == latest_of_board[s.board]:
-            found.append(s)
-    return found
-
-
-def slow_kernels(all_series: list[Series], history: History, threshold: float) -> list[Series]:
-    """Kernels whose latest median (in their board's latest run) is over reference * (1 + threshold %)."""
-    found = [s for s in _in_latest_runs(all_series, history) if (s.change() or 0) > threshold]
-    return sorted(found, key=lambda s: -(s.change() or 0))
+# -- the rest of the page's news ------------------------------------------------------------
 
 
 def coverage_by_run(history: History) -> dict[str | None, list[tuple[int, Coverage]]]:

@@ -30,49 +30,32 @@ class Suspect:
 
 
 def suspects(history_path: Path, threshold: float) -> tuple[int, list[Suspect]]:
-    """The last run's id, and what it got wrong that the previous run of the same board had
-    right (nightlies per board may append to one file): cases that failed and passed there,
-    and bench records slower by more than threshold % (an exact figure: any rise)."""
+    """The last run's id, and what it got wrong that its board's previous run had right
+    (nightlies per board may append to one file), by the rules bisect shares with the report
+    (records/analysis.py): new failures by BISECT_FAILURES (failed now, passed there) and
+    latency records slower by BISECT_SLOWER (over threshold % against that run; an exact
+    figure: any rise)."""
+    from ...records import analysis
     from ...records import history as records
 
     found = records.load(history_path, last=HISTORY_WINDOW, records=False)  # the figures, not the JSON
     if len(found.runs) < 2:
         raise BisectError(f"{history_path}: bisecting needs two runs to compare, it holds {len(found.runs)}")
     last = found.runs[-1]
-    boards: dict[int, set] = {}
-    for r in found.results:
-        boards.setdefault(r.run_id, set()).add(r.board)
-
-    def before(board):
-        return next((run for run in reversed(found.runs[:-1]) if board in boards.get(run.id, ())), None)
-
-    # each run's results and records by case, looked up once each: a farm's night holds
-    # thousands of cases, and a search through every result per failure grew as their product
-    results = {(r.run_id, r.nodeid): r for r in reversed(found.results)}  # the first of each wins
-    benches = {(b.run_id, b.nodeid, b.name): b for b in reversed(found.benches)}
-    previous_of = {board: before(board) for board in boards.get(last.id, ())}
     out = []
-    for r in found.results:
-        previous = previous_of.get(r.board) if r.run_id == last.id and r.outcome == "failed" else None
-        if previous is None:
-            continue
-        then = results.get((previous.id, r.nodeid))
-        if then is None or then.outcome != "passed":
-            continue
-        flaky = bool(r.flaky or r.reruns or then.flaky or then.reruns)
-        out.append(Suspect(r.nodeid, r.board, None, previous.git_rev or "", last.git_rev or "",
-                           (r.message or "")[:200], 0, flaky))  # fmt: skip
-    for b in found.benches:
-        previous = previous_of.get(b.board) if b.run_id == last.id and b.unit != MEMORY_UNIT else None
-        if previous is None:
-            continue
-        old = benches.get((previous.id, b.nodeid, b.name))
-        if old is None or not old.median or old.variant != b.variant:  # an instrumented build's: not latency
-            continue
-        change = 100.0 * (b.median - old.median) / old.median
-        if change > threshold or (b.deterministic and old.deterministic and change > 0):  # exact: any rise
-            why = f"{b.name}: {old.median:g} -> {b.median:g} {b.unit} ({change:+.1f} %)"
-            out.append(Suspect(b.nodeid, b.board, b.name, previous.git_rev or "", last.git_rev or "", why, change))
+    for f in analysis.new_failures(found, analysis.BISECT_FAILURES) or []:
+        r, then = f.result, f.then
+        flaky = bool(r.flaky or r.reruns or (then is not None and (then.flaky or then.reruns)))
+        good = f.previous.git_rev if f.previous is not None else None
+        out.append(Suspect(r.nodeid, r.board, None, good or "", last.git_rev or "", (r.message or "")[:200], 0, flaky))
+    latency = [s for s in analysis.series(found) if s.unit != MEMORY_UNIT]
+    for f in analysis.slower(latency, found, threshold, analysis.BISECT_SLOWER):
+        s = f.series
+        if s.points[-1][0] != len(found.runs) - 1 or f.reference_run is None:
+            continue  # another board's latest run, bisected after its own night
+        why = f"{s.name}: {f.reference:g} -> {s.latest:g} {s.unit} ({f.change:+.1f} %)"
+        good = found.runs[f.reference_run].git_rev
+        out.append(Suspect(s.nodeid, s.board, s.name, good or "", last.git_rev or "", why, f.change))
     if any(not (s.good_rev and s.bad_rev) for s in out):
         raise BisectError(
             f"{history_path}: the runs do not record their git revision (was pytest run in a git checkout?)"
