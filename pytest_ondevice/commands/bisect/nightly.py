@@ -6,10 +6,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ...formats.benchline import MEMORY_UNIT
 from .git import BisectError, git
 from .search import bisect
+
+if TYPE_CHECKING:
+    from ...records.history import Bisection
 
 FLAKY_REPEAT = 3  # runs per step of a case the history calls flaky
 HISTORY_WINDOW = 50  # runs read back to find each board's previous run
@@ -65,7 +69,7 @@ def suspects(history_path: Path, threshold: float) -> tuple[int, list[Suspect]]:
 
 def from_history(
     repo: Path, history_path: Path, pytest_args: list[str], threshold: float, max_steps: int, minutes: float, say=print
-) -> list:
+) -> list[Bisection]:
     """Bisect each new failure and latency regression of the history's last run against the
     run before it, within a budget of steps (each bisection's) and minutes (all of them);
     each answer is kept in the history beside the run."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 from ...compiling.store import pid_alive
@@ -26,7 +27,7 @@ def clean(top: Path, work: Path) -> None:
 
 
 @contextlib.contextmanager
-def lock(common: Path):
+def lock(common: Path) -> Iterator[list[str] | None]:
     """One bisection per repository at a time: a second is refused, naming the first. Yields
     the lines of a stale lock (its holder's pid, then its scratch dir): a run killed before
     its clean-up, whose leftovers are then removed (None: no stale lock)."""
