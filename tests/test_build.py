@@ -8,8 +8,8 @@ import subprocess
 import pytest
 from conftest import assert_built, build_report
 
-from pytest_ondevice.compiling.builder import _host_arch
 from pytest_ondevice.compiling.elf import ElfError, machines
+from pytest_ondevice.compiling.linking import host_arch
 
 
 def test_second_run_with_nothing_changed_compiles_nothing(project):
@@ -116,7 +116,7 @@ def test_prebuilt_library_per_board_is_linked_and_checked_for_its_architecture(p
     ok.assert_outcomes(passed=2)  # linked as `prebuilt`, and found through pkg-config
     ok.stdout.fnmatch_lines(["*vendor_test.c::VendorDotProduct[[]host[]] PASSED*"])
     vendor = project.path / "examples" / "prebuilt" / "vendor"
-    assert machines(vendor / "host" / "libvendor.a") == {_host_arch()}
+    assert machines(vendor / "host" / "libvendor.a") == {host_arch()}
 
     assert_built(project.run("examples/prebuilt", "--build-only", board="bluepill-qemu"), 2)
     assert machines(vendor / "bluepill-qemu" / "libvendor.a") == {"arm"}
@@ -124,10 +124,10 @@ def test_prebuilt_library_per_board_is_linked_and_checked_for_its_architecture(p
     wrong = project.run("examples/prebuilt")
     wrong.assert_outcomes(failed=2)
     wrong.stdout.fnmatch_lines(
-        [f"*prebuilt 'vendor/{{board}}/libvendor.a': libvendor.a was built for arm, but board host is {_host_arch()}*"]
+        [f"*prebuilt 'vendor/{{board}}/libvendor.a': libvendor.a was built for arm, but board host is {host_arch()}*"]
     )
     wrong.stdout.fnmatch_lines(
-        [f"*pkg-config's -lvendor: libvendor.a was built for arm, but board host is {_host_arch()}*"]
+        [f"*pkg-config's -lvendor: libvendor.a was built for arm, but board host is {host_arch()}*"]
     )
 
 
@@ -136,7 +136,7 @@ def test_machines_reads_objects_and_archives_and_refuses_other_files(tmp_path):
     src.write_text("int x(void) { return 1; }\n")
     subprocess.run(["cc", "-c", str(src), "-o", str(tmp_path / "x.o")], check=True)
     subprocess.run(["ar", "rcs", str(tmp_path / "libx.a"), str(tmp_path / "x.o")], check=True)
-    assert machines(tmp_path / "x.o") == machines(tmp_path / "libx.a") == {_host_arch()}
+    assert machines(tmp_path / "x.o") == machines(tmp_path / "libx.a") == {host_arch()}
     with pytest.raises(ElfError, match="neither an ELF file nor an ar archive"):
         machines(src)
 
