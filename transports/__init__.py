@@ -82,7 +82,9 @@ class Transport(ABC):
     The loader side is deploy()/prefetch()/start(); the console side is run()."""
 
     name: str = ""
-    options: dict[str, Option] = {}  # board-file keys it reads, beside COMMON
+    # On the class, the board-file keys it reads (an Option each), beside COMMON; on an
+    # instance, their values (__init__ sets them over the class's): hence Any, not Option
+    options: dict[str, Any] = {}
     device_forms: tuple[str, ...] = ()  # how --device names a device, for help texts ("adb:SERIAL")
     # Whether runs are queued on a thread of their own while pytest reports (the device works
     # meanwhile). Not worth it for a local process that ends in a millisecond: the two threads

@@ -18,7 +18,7 @@ from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from . import Transport, device_cache, exec_check
 from .contract import CacheEntryLost, ConnectionLost, Deployed, InfrastructureError, OnBytes, RunEnd
@@ -29,7 +29,9 @@ PATH = "/usr/local/bin:/usr/bin:/bin"
 DEFAULT_CACHE_ENTRIES = 64
 
 
-class RunStream(Stream):
+class RunStream(Stream, Protocol):
+    """A run on the device as its link carries it (an SSH exec channel, adb's shell)."""
+
     def errors(self) -> bytes:
         """What the shell wrote on stderr (the binary's own stderr goes to stdout)."""
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from . import Option, Transport
-from ._proc import LocalRunFiles, LocalScratch, LocalSpawns, RunDirs, run_streaming
+from ._proc import LocalRunFiles, LocalScratch, LocalSpawns, ProcessStream, RunDirs, run_streaming
 from .contract import Clock, Deployed, InfrastructureError, OnBytes, RunEnd
 from .runloop import Interactive
 
@@ -82,6 +82,7 @@ class QemuSystemTransport(_LocalFileTransport):
         "icount_shift": Option(int, help="-icount shift: virtual time, 2**shift ns per instruction"),
         "extra_args": Option(list, help="more QEMU arguments"),
     }
+    _proc: ProcessStream | None  # the running firmware, from start(): set only then
 
     @classmethod
     def clock(cls, options: dict[str, Any]) -> Clock | None:

@@ -215,7 +215,7 @@ class RenodeTransport(Transport):
         self._virtual = float(self.options.get("virtual_timeout", timeout))
         try:
             (start or (lambda: self.start(deployed)))()
-            end = drive(_Terminal(self, self._virtual), timeout, on_bytes, self.stop)
+            end = drive(_Terminal(self, self.terminal, self._virtual), timeout, on_bytes, self.stop)
             if end.exit_code is None and end.timed_out is not None and end.clock:
                 self._command("pause")  # out of virtual time: frozen until the next binary resets it
         except MonitorError as e:
@@ -237,7 +237,7 @@ class RenodeTransport(Transport):
             self.start(deployed)
         except MonitorError as e:
             raise InfrastructureError(f"{e}") from None
-        return _Console(self)
+        return _Console(self, self.terminal)
 
     def _instruction_budget(self, seconds: float) -> int:
         """The virtual-time budget in instructions (board clock, one instruction per cycle)."""
@@ -320,8 +320,9 @@ class _Terminal:
     """Renode's socket terminal, for the shared run loop: the end is the runtime's exit line
     (Renode reports no exit status), or the virtual-time budget, polled while it is silent."""
 
-    def __init__(self, transport: RenodeTransport, virtual_timeout: float) -> None:
-        self.t, self.sock, self.virtual_timeout = transport, transport.terminal, virtual_timeout
+    def __init__(self, transport: RenodeTransport, sock: socket.socket, virtual_timeout: float) -> None:
+        """sock: the transport's terminal, connected."""
+        self.t, self.sock, self.virtual_timeout = transport, sock, virtual_timeout
         self.exit_line = ExitLine()
         self.status: int | None = None
         self.out_of_time = False
@@ -368,8 +369,8 @@ class _Terminal:
 class _Console(_Terminal):
     """The terminal as a scripted test talks to it."""
 
-    def __init__(self, transport: RenodeTransport) -> None:
-        super().__init__(transport, 0.0)
+    def __init__(self, transport: RenodeTransport, sock: socket.socket) -> None:
+        super().__init__(transport, sock, 0.0)
         self._closed = False
 
     def write(self, data: bytes) -> None:

@@ -11,16 +11,26 @@ connection opens.
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import paramiko
+
+if TYPE_CHECKING:
+    from _typeshed import StrOrBytesPath
 
 READ_SIZE = 1 << 20
 PARAMIKO_MARGIN = 64  # paramiko's Channel sends at most out_max_packet_size - 64 per packet
 
 
 class OnePacketSftp(paramiko.SFTPClient):
-    def put(self, localpath: str, remotepath: str, callback: Any = None, confirm: bool = True) -> Any:
+    def put(
+        self,
+        localpath: StrOrBytesPath,
+        remotepath: bytes | str,
+        callback: Callable[[int, int], object] | None = None,
+        confirm: bool = True,
+    ) -> paramiko.SFTPAttributes:
         """paramiko's put(), confirmed the same way (the size the device reports)."""
         size = os.stat(localpath).st_size
         with open(localpath, "rb") as local, self.open(remotepath, "wb") as remote:

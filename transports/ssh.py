@@ -179,8 +179,12 @@ class SshTransport(LinuxDevice):
             if sftp is None:
                 from .sftp_push import OnePacketSftp
 
-                sftp = self._sftps[role] = OnePacketSftp.from_transport(self.conn.client.get_transport())
-                sftp.get_channel().settimeout(float(self.options.get("sftp_timeout", SFTP_TIMEOUT)))
+                sftp = OnePacketSftp.from_transport(self.conn.client.get_transport())
+                if sftp is None:  # paramiko's open_session() raises instead, but its from_transport() allows it
+                    raise ConnectionLost(f"{self.where}: the SFTP channel did not open")
+                self._sftps[role] = sftp
+                # sock: the channel get_channel() returns (whose stub says it may be None)
+                sftp.sock.settimeout(float(self.options.get("sftp_timeout", SFTP_TIMEOUT)))
             return sftp
 
     def _verify_host_keys(self, conn: Any) -> None:
@@ -230,7 +234,8 @@ class SshTransport(LinuxDevice):
         """SFTP reports a full disk as a bare "Failure": say how much room there is."""
         try:
             out = self._exec(f"df -Pk {shlex.quote(self.root)} | tail -n 1").split()
-            return f" ({int(out[3])} KiB free in {self.root} on the device; the binary cache is {self.cache.bin})"
+            cache = f"; the binary cache is {self.cache.bin}" if self.cache is not None else ""
+            return f" ({int(out[3])} KiB free in {self.root} on the device{cache})"
         except (InfrastructureError, IndexError, ValueError):
             return ""
 
@@ -238,6 +243,8 @@ class SshTransport(LinuxDevice):
     def _start_run(self, command: str) -> RunStream:
         transport = self.conn.client.get_transport() if self.conn is not None else None
         try:
+            if transport is None:
+                raise OSError("not connected")
             chan = transport.open_session()
             chan.exec_command(BOOT)
             chan.sendall(command.encode() + b"\n")

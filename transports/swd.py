@@ -281,10 +281,11 @@ class _Rtt:
 
 def _symbol(elf: Path, name: str) -> int | None:
     from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import SymbolTableSection
 
     with open(elf, "rb") as f:
         symtab = ELFFile(f).get_section_by_name(".symtab")
-        found = symtab.get_symbol_by_name(name) if symtab else None
+        found = symtab.get_symbol_by_name(name) if isinstance(symtab, SymbolTableSection) else None
         return found[0]["st_value"] if found else None
 
 

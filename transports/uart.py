@@ -65,7 +65,7 @@ class UartTransport(Transport):
             self.options["url"] = url
             if baud:
                 self.options["baudrate"] = int(baud)
-        self.url = self.options.get("url")
+        self.url: str | None = self.options.get("url")
 
     def open(self) -> None:
         if not self.url:
@@ -148,7 +148,8 @@ class UartTransport(Transport):
                 if self.serves_itself:
                     # pyserial's socket open() throws away what arrived while it connected; a
                     # peer that starts the target on connect (QEMU, wait=on) would lose its first bytes
-                    port.reset_input_buffer = lambda: None
+                    # (replaced on this one port object, on purpose)
+                    port.reset_input_buffer = lambda: None  # type: ignore[method-assign]
                 port.open()
                 return port
             except (serial.SerialException, OSError, ValueError) as e:
@@ -163,7 +164,7 @@ class UartTransport(Transport):
 class _SerialStream:
     """A serial port for the shared run loop; the end is the exit line, or the peer closing."""
 
-    def __init__(self, port: Any, url: str) -> None:
+    def __init__(self, port: Any, url: str | None) -> None:
         self.port, self.url = port, url
         self.exit_line = ExitLine()
         self.status: int | None = None
@@ -210,7 +211,7 @@ class _SerialStream:
 class _SerialProcess(_SerialStream):
     """The port as a scripted test talks to it: what it writes goes to the target's RX."""
 
-    def __init__(self, port: Any, url: str, stop: Callable[[], None]) -> None:
+    def __init__(self, port: Any, url: str | None, stop: Callable[[], None]) -> None:
         super().__init__(port, url)
         self._stop = stop
         self.closing = False  # a write from device.run()'s input thread gives up
