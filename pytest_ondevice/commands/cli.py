@@ -8,6 +8,7 @@ import gc
 import os
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..compiling import store
@@ -53,7 +54,7 @@ def toolchain_status(board) -> tuple[bool, str]:
         return False, "missing: " + str(e).split("install one: ", 1)[-1]
 
 
-def print_table(header: tuple[str, ...], rows: list[tuple[str, ...]], out) -> None:
+def print_table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]], out) -> None:
     """Columns padded to their widest cell; the last one, often long, is not padded."""
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
     for row in [header, *rows]:

@@ -222,6 +222,6 @@ def _check_device(reg, fleet, device: Device, ini, coordinator: Coordinator | No
 WHY_MAX = 500  # characters of a reason: room for its fix (an unknown host key's ssh-keyscan line)
 
 
-def _one_line(error: BaseException) -> str:
+def _one_line(error: BaseException | str) -> str:
     text = " ".join(str(error).split()) or type(error).__name__
     return text if len(text) <= WHY_MAX else text[: WHY_MAX - 3] + "..."

@@ -20,6 +20,7 @@ import re
 import shutil
 import subprocess
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -136,8 +137,8 @@ def _declared(crate_dir: Path, manifest: dict, kind: str, package: str, auto: bo
             skipped.add(tname)
             continue
         path = entry.get("path")
-        root = crate_dir / path if path else targets.get(tname)
-        targets[tname] = root or _default_root(crate_dir, kind, tname, package)
+        given = crate_dir / path if path else targets.get(tname)
+        targets[tname] = given or _default_root(crate_dir, kind, tname, package)
     return [(kind, n, r) for n, r in targets.items() if r is not None and r.is_file() and n not in skipped]
 
 
@@ -208,7 +209,7 @@ def _children_dir(file: Path, by_path_attr: bool) -> Path:
 
 
 # -- building ------------------------------------------------------------------
-def toolchain(env: dict[str, str] | None = None) -> tuple[str, str | None]:
+def toolchain(env: Mapping[str, str] | None = None) -> tuple[str, str | None]:
     """The cargo to run and the rustc that goes with it: $ONDEVICE_CARGO, else Debian's
     (rustup's proxies often come first on PATH, with only the host's std), else PATH's."""
     env = os.environ if env is None else env

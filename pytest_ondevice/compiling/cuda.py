@@ -56,6 +56,7 @@ def toolkit(board: Board) -> CudaToolkit:
 
 @functools.cache
 def _toolkit(board_name: str, arch: str, cuda_home: str) -> CudaToolkit:
+    root: Path | None
     if cuda_home:
         root = Path(cuda_home)
         nvcc = root / "bin" / "nvcc"
@@ -97,7 +98,8 @@ def _wheel_root() -> Path | None:
         spec = importlib.util.find_spec("nvidia")
     except (ImportError, ValueError):
         return None
-    for base in spec.submodule_search_locations if spec else ():
+    # a plain module named nvidia (not a package) has no search locations
+    for base in (spec.submodule_search_locations or ()) if spec else ():
         for major in ("cu13",):
             if (Path(base) / major / "bin" / "nvcc").is_file():
                 return Path(base) / major

@@ -158,7 +158,7 @@ def toolchain_include_dirs(compiler: tuple[str, ...], flags: tuple[str, ...], la
 @functools.cache
 def toolchain_library_dirs(compiler: tuple[str, ...], flags: tuple[str, ...]) -> tuple[str, ...]:
     """The compiler's own library directories (its start files, libc, libgcc)."""
-    dirs = []
+    dirs: list[str] = []
     for line in _ask_driver([*compiler, *flags, "-print-search-dirs"]).stdout.splitlines():
         name, _, value = line.partition(": ")
         if name in ("install", "libraries"):

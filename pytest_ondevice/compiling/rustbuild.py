@@ -30,7 +30,7 @@ def binaries(
     env = {}
     if cfg.provides:
         env = pkgconfig.environment(
-            board, [str(_offer_library(builder, board, cfg, build_root / board.name / "pkgconfig" / tag))]
+            board, [str(_offer_library(builder, board, cfg, cfg.provides, build_root / board.name / "pkgconfig" / tag))]
         )
     linker = f"{board.toolchain.gnu}-gcc" if board.kind != "host" and board.toolchain.gnu else None
     try:
@@ -56,25 +56,26 @@ def artifact(path: Path) -> Artifact:
     return Artifact(path, digest.hexdigest())
 
 
-def _offer_library(builder: Builder, board: Board, cfg: DirConfig, where: Path) -> Path:
+def _offer_library(builder: Builder, board: Board, cfg: DirConfig, provides: str, where: Path) -> Path:
     """lib<name>.a and <provides>.pc in `where`, for the crate's build script: the library
-    built from `sources`, with the directory's models compiled ahead of time in it."""
+    built from `sources`, with the directory's models compiled ahead of time in it
+    (`provides`: the directory's `provides`, the library's name)."""
     if not cfg.sources and not cfg.models:
         raise BuildError(
             f"{cfg.path}: 'provides' names a library, but neither 'sources' nor [models] gives it anything"
         )
     archive, model_dirs = builder.offered_archive(board, toolchain.resolve(board), cfg)
-    lib = cfg.provides.replace("-", "_")
+    lib = provides.replace("-", "_")
     flags = cfg.flags_for(board.name, board.kind)
     dirs = (*flags.include_dirs, *model_dirs)  # NAME_model.h of each model, for bindings
     cflags = " ".join([*(f"-I{d}" for d in dirs), *(f"-D{d}" for d in flags.defines)])
     pc = (
-        f"Name: {cfg.provides}\nDescription: built by pytest-ondevice from {cfg.path} for {board.name}\n"
+        f"Name: {provides}\nDescription: built by pytest-ondevice from {cfg.path} for {board.name}\n"
         f"Version: 0\nCflags: {cflags}\nLibs: -L{where} -l{lib}\n"
     )
     where.mkdir(parents=True, exist_ok=True)
     _write_if_changed(where / f"lib{lib}.a", archive.read_bytes())
-    _write_if_changed(where / f"{cfg.provides}.pc", pc.encode())
+    _write_if_changed(where / f"{provides}.pc", pc.encode())
     return where
 
 

@@ -249,7 +249,7 @@ def load(
     data = load_toml(path)
     check(data, SPEC, path)
     _check_board_tables(data.get("board", {}), boards, path)
-    data = _expand(data, path)
+    data = {k: _expand(v, path, k) for k, v in data.items()}
     cfg = DirConfig(path, path.parent.resolve())
     excluded = [cfg.root / p for p in data.get("exclude", [])]
     sources = tuple(

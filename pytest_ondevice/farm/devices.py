@@ -156,7 +156,8 @@ class Devices:
         devices = self.for_board(board.name)
         if sum(self.jobs_of(d) for d in devices) > 1:
             return True
-        return any(transports.runs_ahead(self.table_for(board, d)[0]) for d in devices or [None])
+        named: list[Device | None] = [*devices] or [None]  # none in the fleet: the board's own table
+        return any(transports.runs_ahead(self.table_for(board, d)[0]) for d in named)
 
     def clock_for(self, board: Board, device: Device | None = None) -> Clock:
         """Board-file data, the same all session: asked once per case that timed something."""
@@ -212,5 +213,5 @@ def device_table(board: Board, device: Device | None, from_fleet: bool = False) 
         return board.transport, where
     forms = [*main.device_forms, *(emulator.device_forms if emulator else ())]
     accepted = f"accepted: {', '.join(forms)}" if forms else "it takes no --device"
-    named = f"device {device.name}'s address " if from_fleet else "--device="
+    named = f"device {device.name}'s address " if from_fleet and device is not None else "--device="
     raise InfrastructureError(f"{named}{where} names no device of board {board.name} ({main.name}); {accepted}")

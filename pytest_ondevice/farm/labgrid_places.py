@@ -25,7 +25,7 @@ import importlib.util
 import os
 import socket
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -114,7 +114,7 @@ class Coordinator:
         self._held: dict[str, str] = {}  # owner -> the place it acquired
 
     # -- the loop thread -----------------------------------------------------
-    def _call(self, make: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+    def _call(self, make: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> Any:
         import asyncio  # here, not at the top: every run with a board imports this module
         import concurrent.futures
 
@@ -146,15 +146,15 @@ class Coordinator:
         class Session(ClientSession):
             """Holds places as the identity of one lock slot, not as the process's user."""
 
+            channel: Any  # ClientSession's gRPC channel (labgrid has no types here)
+
             def __attrs_post_init__(self) -> None:
                 super().__attrs_post_init__()
                 # gRPC shares one connection among channels to one address, and the
                 # coordinator tells clients apart by connection: each identity needs its own
-                shared, self.channel = (
-                    self.channel,
-                    grpc.aio.insecure_channel(
-                        self.address, options=[*CHANNEL_OPTIONS, ("grpc.use_local_subchannel_pool", 1)]
-                    ),
+                shared = self.channel
+                self.channel = grpc.aio.insecure_channel(
+                    self.address, options=[*CHANNEL_OPTIONS, ("grpc.use_local_subchannel_pool", 1)]
                 )
                 self.stub = labgrid_coordinator_pb2_grpc.CoordinatorStub(self.channel)
                 self.loop.create_task(shared.close())
@@ -259,6 +259,7 @@ class Coordinator:
                 await self._reserve(session, owner, device)
                 return None
             raise PlaceError(device, f"labgrid place {device.place}: {e.details()}") from None
+        assert device.place is not None  # Leases claims a place only for a device that names one
         self._held[owner] = device.place
         await session.sync_with_coordinator()
         try:
@@ -392,7 +393,8 @@ async def _quietly(awaitable: Awaitable[Any]) -> None:
         await awaitable
 
 
-def _rpc_error() -> type[BaseException]:
+def _rpc_error() -> Any:
+    """grpc.aio.AioRpcError (Any: grpc has no types here), whose details() says what failed."""
     import grpc
 
     return grpc.aio.AioRpcError

@@ -41,7 +41,9 @@ class LeaseTimeout(InfrastructureError):
     """No device of a board came free within --lease-timeout."""
 
 
-class LeaseDirError(pytest.UsageError, InfrastructureError):
+# pytest types UsageError as final; subclassed on purpose: pytest reports a subclass as a usage
+# error all the same, and this one is an InfrastructureError too
+class LeaseDirError(pytest.UsageError, InfrastructureError):  # type: ignore[misc]
     """The lease directory cannot be made or written: the fleet file's (or the cache's) fault,
     found when the session starts, so a usage error naming it rather than an INTERNALERROR."""
 

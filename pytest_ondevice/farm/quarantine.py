@@ -45,7 +45,8 @@ class Quarantine:
 
     def reasons(self, device: str) -> list[str]:
         """The errors that count against the device, oldest first."""
-        confirmed, by_binary = [], {}
+        confirmed: list[str] = []
+        by_binary: dict[str, str] = {}
         suspects = self.suspects()
         for line in _lines(self.dir / device):
             binary, _, reason = line.partition("\t")

@@ -76,6 +76,13 @@ def as_property(data: dict) -> str:
     return json.dumps(data, separators=(",", ":"))
 
 
+def from_property(value: object) -> dict:
+    """A record from its `ondevice_bench` property (a report's user_properties hold any
+    object; this one is always as_property's text)."""
+    assert isinstance(value, str), value
+    return json.loads(value)
+
+
 def variant_of(record: BenchRecord, coverage: bool = False) -> str:
     """The build a record was measured on: "plain", or what instrumented it, joined by "+"
     (coverage: the session built the board's code for gcov; the device names a sanitizer)."""

@@ -48,7 +48,7 @@ class BenchReport:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call":
-            self.rows.extend(json.loads(value) for name, value in report.user_properties if name == "ondevice_bench")
+            self.rows.extend(bench.from_property(v) for name, v in report.user_properties if name == "ondevice_bench")
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if not self.rows:

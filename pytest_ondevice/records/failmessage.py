@@ -75,7 +75,7 @@ def headline(text: str) -> tuple[list[str], list[str]]:
     if block is None:
         return _first_line(lines)
     start, end = block
-    exception = _dedent([_E_LINE.match(line).group("text") or "" for line in lines[start:end]])
+    exception = _dedent([_e_text(line) for line in lines[start:end]])
     shown = [line for line in exception if line.strip()][:HEAD_LINES]
     head = [_short(shown[0]), *shown[1:]]
     cut = any(len(line) > HEAD_MAX for line in head) or len(shown) < len([x for x in exception if x.strip()])
@@ -110,6 +110,13 @@ def _first_line(lines: list[str]) -> tuple[list[str], list[str]]:
     return head, [line for line in lines[1:] if line not in head]
 
 
+def _e_text(line: str) -> str:
+    """The text of a line known to be an `E` line ("" for a bare `E`)."""
+    marked = _E_LINE.match(line)
+    assert marked is not None, line
+    return marked.group("text") or ""
+
+
 def _last_exception_block(lines: list[str]) -> tuple[int, int] | None:
     """(start, end) of the last run of `E` lines whose first holds text; None when there is none."""
     end = None
@@ -119,10 +126,10 @@ def _last_exception_block(lines: list[str]) -> tuple[int, int] | None:
             end = i + 1
         elif not marked and end is not None:
             start = i + 1
-            if (_E_LINE.match(lines[start]).group("text") or "").strip():
+            if _e_text(lines[start]).strip():
                 return start, end
             end = None
-    if end is not None and (_E_LINE.match(lines[0]).group("text") or "").strip():
+    if end is not None and _e_text(lines[0]).strip():
         return 0, end
     return None
 

@@ -38,6 +38,13 @@ class ProgramEnded(AssertionError):
 class Console(SpawnBase):
     """pexpect's API over one program on the device (see the module's docstring)."""
 
+    # SpawnBase's own, which a spawn's read and send use: private there, so its stubs leave
+    # them out (the coders: codecs' incremental ones, or pexpect's pass-through in bytes mode)
+    _decoder: Any
+    _encoder: Any
+    _log: Callable[[str | bytes, str], None]
+    _coerce_send_string: Callable[[str | bytes], Any]
+
     def __init__(
         self,
         process: Interactive,
@@ -154,13 +161,16 @@ class Console(SpawnBase):
         self._process.close_input()
 
     # -- expect, with messages a person can act on -----------------------------------------
-    def expect(self, pattern: Any, timeout: float | None = -1, searchwindowsize: int | None = -1, **kw: Any) -> int:
+    # (a test's expects block: pexpect's async_=True, typed in its overloads, is not offered)
+    def expect(  # type: ignore[override]
+        self, pattern: Any, timeout: float | None = -1, searchwindowsize: int | None = -1, **kw: Any
+    ) -> int:
         __tracebackhide__ = True
         return self._explained(
             lambda: super(Console, self).expect(pattern, timeout, searchwindowsize, **kw), pattern, timeout, ""
         )
 
-    def expect_exact(
+    def expect_exact(  # type: ignore[override]
         self, pattern_list: Any, timeout: float | None = -1, searchwindowsize: int | None = -1, **kw: Any
     ) -> int:
         __tracebackhide__ = True

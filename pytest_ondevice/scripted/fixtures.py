@@ -64,7 +64,9 @@ def _ours(metafunc: pytest.Metafunc) -> bool:
         if "device" in ([n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)):
             return False
     defs = getattr(metafunc, "_arg2fixturedefs", {}).get("device")
-    return bool(defs) and getattr(defs[-1].func, "__module__", "") == __name__
+    if not defs:
+        return False
+    return getattr(defs[-1].func, "__module__", "") == __name__
 
 
 def _not_for(node: pytest.Item, board_name: str, session: Engine | None) -> str | None:
