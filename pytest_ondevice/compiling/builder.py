@@ -39,7 +39,7 @@ from .store import CacheError, Store, key_of, unusable
 from .toolchain import ResolvedToolchain
 from .toolrunner import ToolRunner
 
-__all__ = ["LOST_RETRIES", "Artifact", "BuildError", "BuildStats", "Builder", "LinkError"]
+__all__ = ["Artifact", "BuildError", "BuildStats", "Builder", "EntryLost", "LinkError"]
 
 T = TypeVar("T")
 
@@ -59,7 +59,6 @@ GCOV_INFO_SECTION = "ondevice_gcov_info"  # coverage.c walks it: __start_/__stop
 CXX_SUFFIXES = {".cc", ".cpp", ".cxx", ".C", ".c++", CUDA_SUFFIX}  # nvcc hands a .cu's host code to C++
 
 
-LOST_RETRIES = 2  # rebuilds of a binary whose cache entries keep vanishing, before an error
 
 
 def _install_hint(board: Board, needs: Needs) -> str:
@@ -136,21 +135,18 @@ class Builder:
         self, board: Board, tc: ResolvedToolchain, cfg: DirConfig, source: Path, rel: str, needs: Needs = NO_NEEDS
     ) -> Artifact:
         """Build one test binary; `rel` is the source's path relative to the project, `needs`
-        what its test harness links (GoogleTest, CppUTest). Called again for a binary whose
-        cache entry vanished since (see intact()), it builds what is gone."""
-        for _ in range(LOST_RETRIES):
-            try:
-                return self._binary(board, tc, cfg, source, rel, needs)
-            except EntryLost:
-                self._forget_vanished()
-        try:
-            return self._binary(board, tc, cfg, source, rel, needs)
-        except EntryLost as e:
-            raise CacheError(
-                f"cache entries vanish while this session uses them ({e.path}): something besides "
-                f"pytest-ondevice removes files from {self.store.root}; stop it, or set ondevice_cache_dir "
-                "to a directory only pytest-ondevice manages"
-            ) from None
+        what its test harness links (GoogleTest, CppUTest). Raises EntryLost when a cache
+        entry it uses vanished meanwhile: after forget_vanished(), a second call builds what
+        is gone (the caller decides how often: run/life.py)."""
+        return self._binary(board, tc, cfg, source, rel, needs)
+
+    def vanishing(self, lost: EntryLost) -> CacheError:
+        """The error once entries keep vanishing: something else removes files from the store."""
+        return CacheError(
+            f"cache entries vanish while this session uses them ({lost.path}): something besides "
+            f"pytest-ondevice removes files from {self.store.root}; stop it, or set ondevice_cache_dir "
+            "to a directory only pytest-ondevice manages"
+        )
 
     def intact(self, artifact: Artifact) -> bool:
         """Whether a binary built this session is still in the cache as built. One removed
@@ -161,7 +157,7 @@ class Builder:
         except OSError:
             return False
 
-    def _forget_vanished(self) -> None:
+    def forget_vanished(self) -> None:
         """Forget this session's results whose cache entries are gone: asked again, they are rebuilt."""
         self._memo.forget_vanished()
 

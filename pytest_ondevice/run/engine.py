@@ -138,7 +138,8 @@ class Engine:
         flags, through the same store as the test binaries."""
         root = self.settings.rootdir
         rel = str(source.relative_to(root)) if source.is_relative_to(root) else source.name
-        return self.builder.binary(board, toolchain.resolve(board), self.dir_config(source), source, rel)
+        tc, cfg = toolchain.resolve(board), self.dir_config(source)
+        return life.rebuilt_while_lost(self, lambda: self.builder.binary(board, tc, cfg, source, rel))
 
     def dir_config(self, source: Path) -> dirconfig.DirConfig:
         return self._dir_configs(source.parent)  # every caller names a file

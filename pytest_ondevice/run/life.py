@@ -1,9 +1,10 @@
 """One binary's life, read top to bottom: built, placed on a device, deployed, run, its
 output parsed into verdicts, with every retry it may take:
 
-1. **rebuild** (`build`, `_intact`): a cache entry that vanished while the binary was
-   built is built again (LOST_RETRIES times, then a CacheError naming the culprit); a
-   binary removed from the cache since its build is built again, never run as missing.
+1. **rebuild** (`rebuilt_while_lost`, `_intact`): a cache entry that vanished while the
+   binary was built is built again (LOST_RETRIES times, then a CacheError naming the
+   culprit); a binary removed from the cache since its build is built again, never run as
+   missing.
 2. **reconnect** (`_on_leased`): a link lost while deploying or running is reopened and
    the binary run again on the same device (the `retries` setting), each attempt's log kept.
 3. **next device** (`_on_a_device`): an infrastructure error on one device of a fleet runs
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import formats
 from ..compiling import compiledout, elf, toolchain
-from ..compiling.builder import Artifact, BuildError, LinkError
+from ..compiling.builder import Artifact, BuildError, EntryLost, LinkError
 from ..compiling.sizecheck import SizeError
 from ..compiling.store import CacheError
 from ..config.schema import ConfigError
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from .engine import Engine
 
 NONCE_LINE_SYMBOL = "ondevice_nonce_line"  # micro_test.h's
+LOST_RETRIES = 2  # rebuilds of a binary whose cache entries keep vanishing, before an error
 
 
 def live(engine: Engine, spec: BinarySpec, earlier: tuple[Rerun, ...] = ()) -> BinaryResult:
@@ -73,7 +75,25 @@ def build(engine: Engine, spec: BinarySpec) -> Artifact:
     if spec.crate is not None:
         return _cargo_binary(engine, spec)
     tc = toolchain.resolve(spec.board)
-    return engine.builder.binary(spec.board, tc, engine.dir_config(spec.source), spec.source, spec.rel, spec.needs)
+    cfg = engine.dir_config(spec.source)
+    return rebuilt_while_lost(
+        engine, lambda: engine.builder.binary(spec.board, tc, cfg, spec.source, spec.rel, spec.needs)
+    )
+
+
+def rebuilt_while_lost(engine: Engine, build: Callable[[], Artifact]) -> Artifact:
+    """Retry 1a: a cache entry that vanished while the binary was built (another process
+    removed it) is forgotten and built again, LOST_RETRIES times; then the error names the
+    culprit, an infrastructure error of the store, never the code's."""
+    for _ in range(LOST_RETRIES):
+        try:
+            return build()
+        except EntryLost:
+            engine.builder.forget_vanished()
+    try:
+        return build()
+    except EntryLost as e:
+        raise engine.builder.vanishing(e) from None
 
 
 def _cargo_binary(engine: Engine, spec: BinarySpec) -> Artifact:
@@ -262,4 +282,3 @@ def coverage_data(settings: Settings) -> Path:
 def built_with_our_header(artifact: Artifact) -> bool:
     """Whether micro_test.h's marker symbol is in the binary (looked up once per build)."""
     return elf.defines_symbol(artifact.path, NONCE_LINE_SYMBOL)
-
