@@ -2,7 +2,7 @@
 
 Without a board (no --board, no ondevice_board in the ini) this module is all that is
 imported and nothing is collected or built, so a repository's Python tests run exactly
-as before and start as fast; with one, the session plugin in hooks.py is registered.
+as before and start as fast; with one, the session plugin in session/activate.py is registered.
 """
 
 from __future__ import annotations

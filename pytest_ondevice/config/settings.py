@@ -1,5 +1,5 @@
-"""What a session is asked to do: built once from pytest's options and ini (hooks.py),
-read by the session (runner.py) and the farm (farm/devices.py)."""
+"""What a session is asked to do: built once from pytest's options and ini (config/assemble.py),
+read by the run engine (run/engine.py, run/life.py) and the farm (farm/devices.py)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 suspected of causing them.
 
 A test can break its device's link (kill its parent, exhaust memory) as surely as a dead
-board can, so the runner (runner.py) charges an error to a device only when it is the
+board can, so the run (run/failover.py) charges an error to a device only when it is the
 device's own: met before the binary started and not a lost link (it refused the file, the
 push failed), or the device failed a health check right after it. A lost link or an error
 while the binary ran, after which the device answers, is no strike; where the transport

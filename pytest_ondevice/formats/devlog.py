@@ -89,7 +89,7 @@ def describe_end(end: RunEnd) -> str:
     return f"pytest-ondevice: the binary {how} after {end.duration:.2f}s"
 
 
-# -- the logs of attempts cut short and run again (runner.py) -------------------------------
+# -- the logs of attempts cut short and run again (run/life.py) ------------------------------
 def attempt_log(log_path: Path, attempt: int) -> Path:
     return log_path.with_name(f"{log_path.name.removesuffix('.log')}.attempt{attempt}.log")
 

@@ -2,7 +2,7 @@
 report by gcovr, per board and merged across boards.
 
 The build instruments each object and notes, beside the counts, where its notes file
-(.gcno) is (build/builder.py); an instrumented program writes its counts (.gcda) under
+(.gcno) is (compiling/builder.py); an instrumented program writes its counts (.gcda) under
 GCOV_PREFIX, named after its object. A bare-metal program has no files: it sends them over
 its output (formats/gcda.py), each run's are kept apart under sent/<board>/, and the
 board's gcov-tool merges them before the report. At the end of the run each board's notes and counts
