@@ -109,8 +109,8 @@ def _median(values: list[float]) -> float:
     return values[0] if len(values) == 1 else statistics.median(values)
 
 
-def _boards_by_run(history: History) -> dict[int, set[str | None]]:
-    boards: dict[int, set[str | None]] = defaultdict(set)
+def _boards_by_run(history: History) -> dict[int | None, set[str | None]]:
+    boards: dict[int | None, set[str | None]] = defaultdict(set)
     for r in history.results:
         boards[r.run_id].add(r.board)
     return boards

@@ -19,6 +19,7 @@ import json
 import sqlite3
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -310,7 +311,7 @@ COVERAGE_FIELDS = [f.name for f in fields(Coverage) if f.name != "run_id"]
 
 
 def append_run(
-    db: sqlite3.Connection, run: Run, results: list[Result], benches: list[Bench], coverage: list[Coverage] = ()
+    db: sqlite3.Connection, run: Run, results: list[Result], benches: list[Bench], coverage: Sequence[Coverage] = ()
 ) -> int:
     """One run with its results and records, in one transaction; returns the run's id."""
     counts = {o: sum(r.outcome == o for r in results) for o in OUTCOMES}
@@ -332,6 +333,7 @@ def append_run(
             ),
         )
         run_id = cur.lastrowid
+        assert run_id is not None  # set by the INSERT just made
         db.executemany(
             "INSERT INTO results (run_id, nodeid, case_name, board, device, binary_sha256, outcome, duration, "
             "message, retried_after, reruns, flaky) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -389,7 +391,7 @@ def append_run(
     return run_id
 
 
-def append(path: Path, run: Run, results: list[Result], benches: list[Bench], coverage: list[Coverage] = ()) -> int:
+def append(path: Path, run: Run, results: list[Result], benches: list[Bench], coverage: Sequence[Coverage] = ()) -> int:
     """One run appended to the history file at path (made if need be); returns the run's id."""
     db = connect(path)
     try:
@@ -456,25 +458,29 @@ def _read(db: sqlite3.Connection, path: Path, last: int | None, records: bool = 
     # results and benches: a farm's window holds hundreds of thousands, built from tuples by
     # position (the columns in field order, rowid last), a JSON column decoded only when set
     results = []
-    for row in _tuples(db, "results", _fields(Result), chosen, limit):
+    result_columns = _fields(Result)
+    reruns_at = result_columns.index("reruns")  # the column's JSON text, in the row as read
+    for row in _tuples(db, "results", result_columns, chosen, limit):
         r = Result(*row[:-1])
         if r.duration is None:
             r.duration = 0.0
-        if r.reruns is None:
+        if row[reruns_at] is None:
             r.reruns = []
         else:
             where = f"{path}: results rowid={row[-1]} ({r.nodeid}, run {r.run_id}), column reruns"
-            r.reruns = _json(r.reruns, list, [], where, "its reruns are not shown", damaged)
+            r.reruns = _json(row[reruns_at], list, [], where, "its reruns are not shown", damaged)
         results.append(r)
     benches = []
     columns = _fields(Bench) if records else [f if f != "record" else "NULL AS record" for f in _fields(Bench)]
+    record_at = _fields(Bench).index("record")  # the column's JSON text, in the row as read
     for row in _tuples(db, "benches", columns, chosen, limit):
         b = Bench(*row[:-1])
         b.deterministic = bool(b.deterministic)
         if b.variant is None:  # a file of an older schema: its records were taken as latency
             b.variant = "plain"
-        if b.record is not None:
-            b.record = _json(b.record, dict, None, _bench_where(path, row[-1], b.name, b.run_id), _KEPT, damaged)
+        if row[record_at] is not None:
+            where = _bench_where(path, row[-1], b.name, b.run_id)
+            b.record = _json(row[record_at], dict, None, where, _KEPT, damaged)
         benches.append(b)
     if not records:
         damaged += _damaged_records(db, path, chosen, limit)
@@ -489,7 +495,7 @@ def _read(db: sqlite3.Connection, path: Path, last: int | None, records: bool = 
     return History(runs, results, benches, total, damaged, coverage, bisections)
 
 
-def _json(text: str | None, kind: type, empty, where: str, instead: str, damaged: list[str]):
+def _json(text: str | None, kind: type[list] | type[dict], empty, where: str, instead: str, damaged: list[str]):
     """A JSON column's value, or `empty` (noted in damaged) when it is not JSON of that kind."""
     if not text:
         return empty
@@ -530,7 +536,7 @@ def _tuples(db: sqlite3.Connection, table: str, columns: list[str], chosen: str,
 _KEPT = "its median, min and max are still used"
 
 
-def _bench_where(path: Path, rowid: int, name: str, run_id: int) -> str:
+def _bench_where(path: Path, rowid: int, name: str, run_id: int | None) -> str:
     return f"{path}: benches rowid={rowid} ({name}, run {run_id}), column record"
 
 

@@ -106,18 +106,18 @@ class Reports:
         results, benches = [], []
         for nodeid, test in self.tests.items():
             board = test.props.get("board")
-            where = {
-                "nodeid": nodeid,
-                "case_name": case_name(nodeid, board),
-                "board": board,
-                "device": test.props.get("device"),
-                "binary_sha256": test.props.get("binary_sha256"),
-            }
+            name = case_name(nodeid, board)
+            device = test.props.get("device")
+            sha = test.props.get("binary_sha256")
             outcome = test.outcome()
             message = None if outcome == "passed" else test.message
             results.append(
                 Result(
-                    **where,
+                    nodeid=nodeid,
+                    case_name=name,
+                    board=board,
+                    device=device,
+                    binary_sha256=sha,
                     outcome=outcome,
                     duration=test.duration,
                     message=message,
@@ -129,7 +129,11 @@ class Reports:
             for record in test.benches:
                 benches.append(
                     Bench(
-                        **{**where, "device": record.get("device_name") or where["device"]},
+                        nodeid=nodeid,
+                        case_name=name,
+                        board=board,
+                        device=record.get("device_name") or device,
+                        binary_sha256=sha,
                         name=record["name"],
                         unit=record["unit"],
                         median=record["median"],

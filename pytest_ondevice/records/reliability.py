@@ -33,9 +33,9 @@ def flaky(history: History) -> list[Flaky]:
     order = {run.id: i for i, run in enumerate(history.runs)}
     # only the cases that failed on a known binary or passed after a rerun can be flaky: a farm's
     # window holds hundreds of thousands of clean passes, not looked at one by one
-    failed = {r.nodeid for r in history.results if r.outcome == "failed" and r.binary_sha256}
-    unclean = {r.nodeid for r in history.results if r.outcome == "passed" and (r.reruns or r.flaky)}
-    maybe = failed | unclean
+    failed_cases = {r.nodeid for r in history.results if r.outcome == "failed" and r.binary_sha256}
+    unclean_cases = {r.nodeid for r in history.results if r.outcome == "passed" and (r.reruns or r.flaky)}
+    maybe = failed_cases | unclean_cases
     for r in history.results:
         if r.nodeid in maybe and r.outcome in ("passed", "failed") and (r.binary_sha256 or not r.clean):
             groups[(r.nodeid, r.binary_sha256 or "")].append(r)

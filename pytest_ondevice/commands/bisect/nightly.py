@@ -53,13 +53,13 @@ def suspects(history_path: Path, threshold: float) -> tuple[int, list[Suspect]]:
         good = f.previous.git_rev if f.previous is not None else None
         out.append(Suspect(r.nodeid, r.board, None, good or "", last.git_rev or "", (r.message or "")[:200], 0, flaky))
     latency = [s for s in analysis.series(found) if s.unit != MEMORY_UNIT]
-    for f in analysis.slower(latency, found, threshold, analysis.BISECT_SLOWER):
-        s = f.series
-        if s.points[-1][0] != len(found.runs) - 1 or f.reference_run is None:
+    for slow in analysis.slower(latency, found, threshold, analysis.BISECT_SLOWER):
+        s = slow.series
+        if s.points[-1][0] != len(found.runs) - 1 or slow.reference_run is None:
             continue  # another board's latest run, bisected after its own night
-        why = f"{s.name}: {f.reference:g} -> {s.latest:g} {s.unit} ({f.change:+.1f} %)"
-        good = found.runs[f.reference_run].git_rev
-        out.append(Suspect(s.nodeid, s.board, s.name, good or "", last.git_rev or "", why, f.change))
+        why = f"{s.name}: {slow.reference:g} -> {s.latest:g} {s.unit} ({slow.change:+.1f} %)"
+        good = found.runs[slow.reference_run].git_rev
+        out.append(Suspect(s.nodeid, s.board, s.name, good or "", last.git_rev or "", why, slow.change))
     if any(not (s.good_rev and s.bad_rev) for s in out):
         raise BisectError(
             f"{history_path}: the runs do not record their git revision (was pytest run in a git checkout?)"

@@ -124,7 +124,9 @@ def judge(returncode: int, junit: Path, stdout: str) -> tuple[str, str]:
         cases = list(ET.parse(junit).getroot().iter("testcase"))
     except (OSError, ET.ParseError):
         return SKIP, f"no report from pytest (exit {returncode}): {last_line(stdout)}"
-    failed, built_not, errors = [], [], []
+    failed: list[str] = []
+    built_not: list[str] = []
+    errors: list[str] = []
     for case in cases:
         name = case.get("name", "?")
         failure = case.find("failure")
