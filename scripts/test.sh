@@ -7,6 +7,11 @@ bash scripts/setup.sh --rust --arm64-libs --cuda --aot  # the suite tests Rust c
 VENV="${VIRTUAL_ENV:-${ONDEVICE_VENV:-.venv}}"
 export PATH="$(cd "$VENV/bin" && pwd):$PATH"  # the tests call the tools installed there
 "$VENV/bin/python" -m ruff check .
+# mypy over the package as the wheel installs it: transports/ is pytest_ondevice.transports
+# there, so it is seen through a link in the (git-ignored) build output ([tool.mypy])
+mkdir -p build/mypy-layout/pytest_ondevice
+ln -sfn ../../../transports build/mypy-layout/pytest_ondevice/transports
+"$VENV/bin/python" -m mypy
 # The docs site (mkdocs.yml, docs/): --strict fails on a broken link or anchor, or a page
 # left out of the nav. Its output is shown only when it fails (mkdocs' own -q would also
 # hide the warnings --strict counts, and pass).

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -104,7 +105,7 @@ class RustFile(pytest.File):
         node.crate = crate
         return node
 
-    def collect(self):
+    def collect(self) -> Iterator[pytest.Item]:
         from ..compiling import cargo
 
         try:
