@@ -164,6 +164,15 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
     parser.addini("ondevice_board", "default board(s) when --board is not given", default="")
     parser.addini("ondevice_files", "glob patterns of C/C++ test sources", default=DEFAULT_FILES)
     parser.addini(
+        "ondevice_cmake",
+        "a CMake project (its source dir, relative to the ini file) whose CTest tests run on the boards",
+        default="",
+    )
+    parser.addini(
+        "ondevice_cmake_cache", "cache variables of the CMake project: NAME=VALUE, one a line", type="linelist"
+    )
+    parser.addini("ondevice_cmake_targets", "the CMake targets to build (default: all)", type="args")
+    parser.addini(
         "ondevice_cargo", "collect the #[test]s of Rust crates (directories with Cargo.toml)", type="bool", default=True
     )
     parser.addini("ondevice_timeout", "default device timeout in seconds", default="")

@@ -185,6 +185,11 @@ def run_streaming(
         stream.close()
 
 
+def with_env(deployed: Deployed) -> dict[str, str] | None:
+    """The environment of a local run: this process's, with what the test sets (None: just this process's)."""
+    return {**os.environ, **dict(deployed.env)} if deployed.env else None
+
+
 class RunDirs:
     """Private working directories for local runs (a binary's cwd, holding links to its data
     files), removed at close: never inside the build cache, whose entries are shared by
@@ -198,7 +203,7 @@ class RunDirs:
         if self._root is None:
             self._root = Path(tempfile.mkdtemp(prefix="ondevice-run-", dir=under))
         run_dir = Path(tempfile.mkdtemp(dir=self._root))
-        for path in data:
+        for path in data:  # a directory too: its files keep their paths below it
             (run_dir / path.name).symlink_to(path.resolve())
         return run_dir
 

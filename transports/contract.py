@@ -66,6 +66,7 @@ class Deployed:
     sha256: str
     pushed: bool | None  # False: the device already held this content; None: nothing to push
     cwd: str | None = None  # where the binary runs (its data files are there)
+    env: tuple[tuple[str, str], ...] = ()  # set for the binary beside what the transport sets (a CTest test's)
 
 
 @dataclass(frozen=True)

@@ -243,7 +243,7 @@ class DeviceCache:
             with contextlib.suppress(OSError):
                 fs.mkdir(run_dir, 0o700)
             for path in data:  # small and test-specific: pushed every time, no cache
-                fs.put(str(path), f"{run_dir}/{path.name}")
+                _put_tree(fs, path, f"{run_dir}/{path.name}")
         with self._lock:  # a retry's deploy of what this session pushed is no second push
             pushed = sha256 in self.pushed and sha256 not in self.reported
             self.reported.add(sha256)
@@ -321,3 +321,14 @@ class DeviceCache:
         """Keep the binary's own name (argv[0]); two different binaries never share one."""
         owner = self.names.setdefault(name, sha256)
         return name if owner == sha256 else f"{name}-{sha256[:12]}"
+
+
+def _put_tree(fs: DeviceFs, path: Path, remote: str) -> None:
+    """A data file, or a directory with every file below it at the same relative paths."""
+    if not path.is_dir():
+        fs.put(str(path), remote)
+        return
+    with contextlib.suppress(OSError):  # there already
+        fs.mkdir(remote, 0o700)
+    for child in sorted(path.iterdir()):
+        _put_tree(fs, child, f"{remote}/{child.name}")

@@ -296,6 +296,8 @@ class LinuxDevice(Transport):
         )
         if self.coverage is not None:  # an instrumented binary's counts: brought back at the end
             env += f" GCOV_PREFIX={q(self._counts_dir())} GCOV_PREFIX_STRIP={self.coverage[0]}"
+        for name, value in deployed.env:  # the test's own (a CTest test's ENVIRONMENT)
+            env += f" {q(f'{name}={value}')}"
         checks = [
             f"cd {q(deployed.cwd or self.scratch)} && echo $$ > {q(pidfile)} || {_pre('scratch', 125)}",
             f"[ -f {binary} ] || {_pre('missing', 127)}",

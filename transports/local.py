@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from . import Transport
-from ._proc import LocalRunFiles, LocalScratch, RunDirs, run_streaming
+from ._proc import LocalRunFiles, LocalScratch, RunDirs, run_streaming, with_env
 from .contract import Deployed, OnBytes, RunEnd
 from .runloop import Interactive
 
@@ -35,7 +35,14 @@ class LocalTransport(LocalRunFiles, LocalScratch, Transport):
         on_bytes: OnBytes,
         start: Callable[[], None] | None = None,
     ) -> RunEnd:
-        return run_streaming([deployed.path, *args], timeout, on_bytes, cwd=Path(deployed.cwd or "."), stop=self.stop)
+        return run_streaming(
+            [deployed.path, *args],
+            timeout,
+            on_bytes,
+            cwd=Path(deployed.cwd or "."),
+            env=with_env(deployed),
+            stop=self.stop,
+        )
 
     def spawn(self, deployed: Deployed | None, args: list[str]) -> Interactive:
         return self.spawn_here([deployed.path, *args] if deployed else args)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from . import Option, Transport
-from ._proc import LocalRunFiles, LocalScratch, LocalSpawns, ProcessStream, RunDirs, run_streaming
+from ._proc import LocalRunFiles, LocalScratch, LocalSpawns, ProcessStream, RunDirs, run_streaming, with_env
 from .contract import Clock, Deployed, InfrastructureError, OnBytes, RunEnd
 from .runloop import Interactive
 
@@ -193,8 +193,14 @@ class QemuUserTransport(LocalRunFiles, LocalScratch, _LocalFileTransport):
         start: Callable[[], None] | None = None,
     ) -> RunEnd:
         # a guest signal kills QEMU with the same signal, so SIGSEGV reads as SIGSEGV
+        cwd = Path(deployed.cwd or ".")  # qemu-user hands its environment to the guest
         return run_streaming(
-            [*self._emulator(), deployed.path, *args], timeout, on_bytes, cwd=Path(deployed.cwd or "."), stop=self.stop
+            [*self._emulator(), deployed.path, *args],
+            timeout,
+            on_bytes,
+            cwd=cwd,
+            env=with_env(deployed),
+            stop=self.stop,
         )
 
     def spawn(self, deployed: Deployed | None, args: list[str]) -> Interactive:

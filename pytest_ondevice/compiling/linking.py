@@ -5,6 +5,7 @@ binary published under the build dir for people (a debugger, a flasher)."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import platform
 import threading
@@ -27,6 +28,15 @@ from .toolrunner import ToolRunner
 class Artifact:
     path: Path
     sha256: str
+
+
+def hashed(path: Path) -> Artifact:
+    """A binary another tool built (cargo, CMake), named by its content as ours are."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return Artifact(path, digest.hexdigest())
 
 
 class Linker:

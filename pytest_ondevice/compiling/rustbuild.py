@@ -15,6 +15,7 @@ from ..config.board import Board
 from ..config.dirconfig import DirConfig
 from . import cargo, pkgconfig, toolchain
 from .builder import Artifact, Builder, BuildError
+from .linking import hashed
 
 
 def binaries(
@@ -49,11 +50,7 @@ def binaries(
 
 
 def artifact(path: Path) -> Artifact:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return Artifact(path, digest.hexdigest())
+    return hashed(path)
 
 
 def _offer_library(builder: Builder, board: Board, cfg: DirConfig, provides: str, where: Path) -> Path:

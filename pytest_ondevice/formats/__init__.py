@@ -98,6 +98,9 @@ BUILTIN = {
     "unity": Builtin("unity", "Unity", ("unity.h",)),
     "tflm": Builtin("tflm", "Tflm", ("micro_test.h",)),
     "libtest": Builtin("libtest", "Libtest", ()),
+    # a CMake project's test in no framework we read: decided by its exit status (session/cmake.py)
+    "exitcode": Builtin("exitcode", "ExitCode", ()),
+    "exitcode_will_fail": Builtin("exitcode", "ExitCodeWillFail", ()),
 }
 
 

@@ -20,14 +20,16 @@ the session's shared parts (builder, devices, counters) are the Engine's (engine
 from __future__ import annotations
 
 import functools
+import hashlib
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import formats
-from ..compiling import compiledout, elf, toolchain
+from ..compiling import cmake, compiledout, elf, toolchain
 from ..compiling.builder import Artifact, BuildError, EntryLost, LinkError
+from ..compiling.linking import hashed
 from ..compiling.sizecheck import SizeError
 from ..compiling.store import CacheError
 from ..config.schema import ConfigError
@@ -74,6 +76,8 @@ def build(engine: Engine, spec: BinarySpec) -> Artifact:
     engine's build pool as soon as collection ends."""
     if spec.crate is not None:
         return _cargo_binary(engine, spec)
+    if spec.ctest is not None:
+        return _cmake_binary(engine, spec)
     tc = toolchain.resolve(spec.board)
     cfg = engine.dir_config(spec.source)
     return rebuilt_while_lost(
@@ -115,15 +119,59 @@ def _cargo_binary(engine: Engine, spec: BinarySpec) -> Artifact:
     return rustbuild.artifact(path)
 
 
+def cmake_build_dir(engine: Engine, board_name: str, project: cmake.CMakeProject) -> Path:
+    """A board's own build tree of the project, under the plugin's build dir."""
+    key = hashlib.sha256(str(project.source).encode()).hexdigest()[:12]
+    return engine.settings.build_root / board_name / "cmake" / f"{project.source.name}-{key}"
+
+
+def _cmake_binary(engine: Engine, spec: BinarySpec) -> Artifact:
+    """The project configured and built for the board once per session (CMake's own
+    incremental build), then this test's executable, verified by its content hash."""
+    run, board = spec.ctest, spec.board
+    assert run is not None
+
+    def configured_and_built() -> tuple[cmake.Configured, dict[str, str]]:  # collected elsewhere (xdist)
+        where = cmake_build_dir(engine, board.name, run.project)
+        tc = toolchain.resolve(board)
+        return cmake.configured_and_built(run.project, board, tc, where, engine.settings.jobs)
+
+    _, failed = engine.builder.once(("cmake", board.name, run.project.source), configured_and_built)
+    if run.target in failed or not run.executable.is_file():
+        why = failed.get(run.target) or failed.get("") or "CMake built no such file"
+        raise cmake.CMakeError(
+            f"CTest lists {', '.join(run.tests)}, whose executable {run.executable} (target {run.target}) "
+            f"CMake did not build for {board.name}:\n{why}"
+        )
+    return hashed(run.executable)
+
+
+def _ctest_data(engine: Engine, spec: BinarySpec) -> tuple[tuple[Path, ...], tuple[tuple[str, str], ...]]:
+    """What a CTest test's run needs beside it: its files, and the project's shared
+    libraries with the loader told to look where they are."""
+    run = spec.ctest
+    assert run is not None
+    configured: cmake.Configured | None = engine.builder.once(
+        ("cmake", spec.board.name, run.project.source), lambda: (None, {})
+    )[0]
+    libraries: tuple[Path, ...] = tuple(configured.shared_libraries()) if configured is not None else ()
+    env = (*run.env, ("LD_LIBRARY_PATH", ".")) if libraries else run.env
+    return (*run.data, *(lib for lib in libraries if lib.is_file())), env
+
+
 def _ready(
     engine: Engine, spec: BinarySpec, build: Callable[[], Artifact]
 ) -> tuple[Artifact, float, Any] | BinaryResult:
     """The binary with its timeout and data files, or the result that says why there is none."""
     try:
         artifact = build()
-        timeout = engine.timeout_for(spec)
-        data = engine.dir_config(spec.source).for_file(spec.source).data
-    except (CacheError, ConfigError, toolchain.ToolchainError) as e:
+        if spec.ctest is not None:
+            timeout = spec.ctest.timeout or engine.timeout_for(spec)
+            data: Any = _ctest_data(engine, spec)[0]
+        else:
+            timeout = engine.timeout_for(spec)
+            data = engine.dir_config(spec.source).for_file(spec.source).data
+    except (CacheError, ConfigError, toolchain.ToolchainError, cmake.CMakeError) as e:
         # an unusable cache or build dir, a broken ondevice.toml, no compiler (or CUDA
         # toolkit) for the board: not the code's fault, so the items are errors naming the
         # file or the package (never failures, never a false pass)
@@ -212,8 +260,12 @@ def _on_leased(
             transport = engine.devices.transport(device)
             deployed = transport.deploy(artifact.path, artifact.sha256, data)
             engine.count_deploy(deployed.pushed)
+            args: list[str] = []
+            if spec.ctest is not None:  # as CTest runs it: its arguments, its environment
+                args = list(spec.ctest.args)
+                deployed = replace(deployed, env=_ctest_data(engine, spec)[1])
             record = transport.run_file(deployed) if harness.record_args else None
-            end = transport.run(deployed, harness.args(record), timeout, log.feed)
+            end = transport.run(deployed, [*args, *harness.args(record)], timeout, log.feed)
             if record is not None:
                 parser.framework_record(transport.read_run_file(record, formats.MAX_RECORD_BYTES))
         except InfrastructureError as e:

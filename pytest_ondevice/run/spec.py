@@ -5,8 +5,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..compiling.cmake import CMakeProject
 from ..config.board import Board
 from ..formats import NO_NEEDS, Needs
+
+
+@dataclass(frozen=True)
+class CTestRun:
+    """One run of a CMake project's test executable: the CTest tests it stands for (one, or
+    every case gtest_discover_tests listed apart), as CTest would run them."""
+
+    project: CMakeProject
+    target: str  # the CMake target that makes the executable
+    executable: Path  # as CTest names it, in the board's build tree
+    args: tuple[str, ...]
+    cwd: Path | None  # WORKING_DIRECTORY: what the test reads from there is pushed beside it
+    env: tuple[tuple[str, str], ...] = ()  # ENVIRONMENT
+    data: tuple[Path, ...] = ()  # files and directories the run's directory holds
+    timeout: float | None = None  # TIMEOUT
+    tests: tuple[str, ...] = ()  # the CTest names
 
 
 @dataclass(frozen=True)
@@ -20,6 +37,7 @@ class BinarySpec:
     needs: Needs = NO_NEEDS  # what the harness links
     crate: Path | None = None  # a Rust crate's directory: built by cargo, not by us
     target: tuple[str, str] | None = None  # its test binary: (kind, cargo target name)
+    ctest: CTestRun | None = None  # a CMake project's test: built by CMake, not by us
 
     @property
     def key(self) -> tuple[str, Path]:

@@ -31,6 +31,8 @@ from ..records.benchreport import BenchReport, load_baseline
 from ..run.engine import Engine
 from ..run.life import coverage_data
 from ..transports import InfrastructureError
+from .cmake import CMakeFile
+from .cmake import project_of as cmake_project
 from .items import FOUND_AT_RUN, DeviceInfrastructureError, OnDeviceFile, OnDeviceItem, RustFile
 from .quietphases import QUIET_PHASES_KEY, phase_callers
 from .summaries import RerunSummary, skip_lines
@@ -344,6 +346,11 @@ class OnDevicePlugin:
             return None
         if file_path.suffix == ".rs":
             return RustFile.collector(parent, file_path) if parent.config.getini("ondevice_cargo") else None
+        project = cmake_project(parent.config)
+        if project is not None and file_path.is_relative_to(project.source):  # the project's: CTest lists them
+            if file_path == project.source / "CMakeLists.txt":
+                return CMakeFile.from_parent(parent, path=file_path)
+            return None
         patterns = parent.config.getini("ondevice_files").split()
         if not any(fnmatch.fnmatch(file_path.name, p) for p in patterns):
             return None

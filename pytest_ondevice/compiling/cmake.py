@@ -1,0 +1,314 @@
+"""A CMake project as it is: configured for a board through a toolchain file made from the
+board file, built with CMake's own generator (Ninja when present), its tests listed by CTest
+itself (`ctest --show-only=json-v1`) and its targets by CMake's file API.
+
+Each board has a build directory of its own. The project is configured again only when one
+of CMake's inputs (its own list of them: every CMakeLists.txt and included file), the
+toolchain file or the cache variables changed; building is CMake's, incremental as always.
+A configure error, a board without the project's compilers, a target that did not build:
+each is a CMakeError naming the file and line CMake gave, never a test's failure.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import re
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..config.board import Board
+from ..formats import HARNESS_DIR
+from .errors import BuildError
+from .toolchain import ResolvedToolchain
+
+HOOKS_SCRIPT = Path(__file__).resolve().parent / "cmake_hooks.cmake"
+# a framework's hook, linked into each executable whose LINK_LIBRARIES match (formats/harness/)
+FRAMEWORK_HOOKS = {"gtest|GTest": "gtest_listener.cpp"}
+QUERY = Path(".cmake/api/v1/query")
+REPLY = Path(".cmake/api/v1/reply")
+STAMP = ".ondevice-configured"  # the digest of what the last configure was given
+SYSTEM = {"linux": "Linux", "baremetal": "Generic"}
+# flags of a board that say what the code runs on; the rest (-O2, -Wall, -fno-rtti) is the project's to choose
+TARGET_FLAG = re.compile(r"^(-m|--target=|-march=|-mcpu=|-mfpu=|-mfloat-abi=|--sysroot=|-specs=)")
+
+
+class CMakeError(BuildError):
+    """The project could not be configured or built for the board: an error, not a failure."""
+
+
+@dataclass(frozen=True)
+class CMakeProject:
+    """What ondevice_cmake (the ini) asks for: the source dir and how to configure it."""
+
+    source: Path
+    cache: tuple[tuple[str, str], ...] = ()  # -D NAME=VALUE
+    targets: tuple[str, ...] = ()  # built (default: all)
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    kind: str  # EXECUTABLE, SHARED_LIBRARY, STATIC_LIBRARY, ...
+    artifacts: tuple[Path, ...]
+    sources: tuple[Path, ...]
+
+
+@dataclass(frozen=True)
+class CTestTest:
+    """One test as CTest lists it."""
+
+    name: str
+    command: tuple[str, ...]
+    cwd: Path | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    labels: tuple[str, ...] = ()
+    timeout: float | None = None
+    will_fail: bool = False
+    disabled: bool = False
+    required_files: tuple[Path, ...] = ()
+    fixtures: tuple[str, ...] = ()  # FIXTURES_REQUIRED
+    line: int | None = None  # of its add_test in `file`
+    file: Path | None = None
+
+
+@dataclass
+class Configured:
+    """A board's configured build tree: its targets and its tests."""
+
+    build_dir: Path
+    targets: dict[str, Target] = field(default_factory=dict)
+    tests: list[CTestTest] = field(default_factory=list)
+
+    def target_of(self, executable: Path) -> Target | None:
+        """The target that makes an executable CTest names (by path, or its name alone)."""
+        for target in self.targets.values():
+            if executable in target.artifacts or any(a.name == executable.name for a in target.artifacts):
+                return target
+        return None
+
+    def shared_libraries(self) -> list[Path]:
+        return [a for t in self.targets.values() if t.kind == "SHARED_LIBRARY" for a in t.artifacts if a.suffix]
+
+
+def toolchain_file(board: Board, tc: ResolvedToolchain) -> str:
+    """The board as CMake reads it: its compilers, the flags that name the target, the
+    system, and the emulator CTest runs a cross test under."""
+    lines = [f"# made by pytest-ondevice from {board.path}: do not edit"]
+    if board.kind in SYSTEM:
+        lines += [f"set(CMAKE_SYSTEM_NAME {SYSTEM[board.kind]})", f"set(CMAKE_SYSTEM_PROCESSOR {board.arch})"]
+    for lang, words, own in (("C", tc.cc, board.toolchain.cflags), ("CXX", tc.cxx, board.toolchain.cxxflags)):
+        lines.append(f"set(CMAKE_{lang}_COMPILER {_cmake_quote(words[0])})")
+        flags = [*words[1:], *(f for f in own if TARGET_FLAG.match(f))]
+        if flags:
+            lines.append(f"set(CMAKE_{lang}_FLAGS_INIT {_cmake_quote(shlex.join(flags))})")
+    if board.toolchain.sysroot:
+        lines.append(f"set(CMAKE_SYSROOT {_cmake_quote(board.toolchain.sysroot)})")
+    emulator = board.emulator or {}
+    if board.kind == "linux" and emulator.get("name") == "qemu-user":
+        sysroot = ["-L", emulator["sysroot"]] if emulator.get("sysroot") else []
+        argv = [emulator.get("binary", "qemu-aarch64"), *sysroot]
+        lines.append(f"set(CMAKE_CROSSCOMPILING_EMULATOR {' '.join(_cmake_quote(a) for a in argv)})")
+    if board.kind == "baremetal":
+        lines.append("set(CMAKE_TRY_COMPILE_TARGET_TYPE STATIC_LIBRARY)")
+    if board.kind != "host":
+        lines += [
+            "set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)",
+            "set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)" if board.toolchain.sysroot else "",
+        ]
+    return "\n".join(line for line in lines if line) + "\n"
+
+
+def _cmake_quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def configured_and_built(
+    project: CMakeProject, board: Board, tc: ResolvedToolchain, build_dir: Path, jobs: int
+) -> tuple[Configured, dict[str, str]]:
+    """The board's tree configured and built (CTest lists a test's command, and
+    gtest_discover_tests its cases, only once the executables exist), with the targets
+    that did not build. One process at a time per tree (xdist workers collect alike)."""
+    build_dir.mkdir(parents=True, exist_ok=True)
+    with open(build_dir / ".ondevice-lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        configured = configure(project, board, tc, build_dir)
+        failed = build(configured, project.targets, jobs)
+        configured.tests = list_tests(build_dir)
+    return configured, failed
+
+
+def configure(project: CMakeProject, board: Board, tc: ResolvedToolchain, build_dir: Path) -> Configured:
+    """The board's build tree, configured (again only when CMake's inputs changed), with
+    its targets and its tests."""
+    build_dir.mkdir(parents=True, exist_ok=True)
+    toolchain = build_dir / "ondevice-toolchain.cmake"
+    text = toolchain_file(board, tc)
+    if not toolchain.exists() or toolchain.read_text() != text:
+        toolchain.write_text(text)
+    for kind in ("codemodel-v2", "cmakeFiles-v1"):
+        (build_dir / QUERY).mkdir(parents=True, exist_ok=True)
+        (build_dir / QUERY / kind).touch()
+    args = [
+        _tool("cmake"),
+        "-S",
+        str(project.source),
+        "-B",
+        str(build_dir),
+        f"-DCMAKE_TOOLCHAIN_FILE={toolchain}",
+        f"-DCMAKE_PROJECT_INCLUDE={HOOKS_SCRIPT}",
+        f"-DONDEVICE_HOOKS={';'.join(f'{regex}={HARNESS_DIR / source}' for regex, source in FRAMEWORK_HOOKS.items())}",
+        *(f"-D{name}={value}" for name, value in project.cache),
+    ]
+    if not (build_dir / "CMakeCache.txt").exists() and shutil.which("ninja"):
+        args += ["-G", "Ninja"]
+    digest = hashlib.sha256(json.dumps([args[2:], text]).encode()).hexdigest()
+    stamp = build_dir / STAMP
+    if not stamp.exists() or stamp.read_text() != digest or _inputs_changed(build_dir, stamp):
+        done = subprocess.run(args, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise CMakeError(_configure_error(project, board, done.stdout + done.stderr))
+        stamp.write_text(digest)
+    return Configured(build_dir, _targets(build_dir), list_tests(build_dir))
+
+
+def build(configured: Configured, targets: tuple[str, ...], jobs: int) -> dict[str, str]:
+    """Build what the tests need (every target unless some are named), keeping going past a
+    target that fails; the error text of each target that did not build."""
+    args = [_tool("cmake"), "--build", str(configured.build_dir), "-j", str(jobs)]
+    for target in targets:
+        args += ["--target", target]
+    generator = _generator(configured.build_dir)
+    args += ["--", "-k", "0"] if generator == "Ninja" else ["--", "-k"] if "Makefiles" in generator else []
+    done = subprocess.run(args, capture_output=True, text=True)
+    if done.returncode == 0:
+        return {}
+    failed: dict[str, str] = {}
+    output = done.stdout + done.stderr
+    for name, made in configured.targets.items():
+        if made.kind in ("EXECUTABLE", "SHARED_LIBRARY", "STATIC_LIBRARY") and not all(
+            a.exists() for a in made.artifacts
+        ):
+            failed[name] = _tail(output)
+    return failed or {"": _tail(output)}
+
+
+def list_tests(build_dir: Path) -> list[CTestTest]:
+    """The tests as CTest itself lists them, with their properties."""
+    done = subprocess.run([_tool("ctest"), "--show-only=json-v1"], cwd=build_dir, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise CMakeError(f"ctest --show-only=json-v1 in {build_dir} failed: {_tail(done.stdout + done.stderr)}")
+    info = json.loads(done.stdout)
+    graph = info.get("backtraceGraph", {})
+    tests = []
+    for entry in info.get("tests", []):
+        props = {p["name"]: p["value"] for p in entry.get("properties", [])}
+        where = _where(graph, entry.get("backtrace"))
+        tests.append(
+            CTestTest(
+                name=entry["name"],
+                command=tuple(entry.get("command") or ()),
+                cwd=Path(props["WORKING_DIRECTORY"]) if "WORKING_DIRECTORY" in props else None,
+                env=tuple((e.split("=", 1)[0], e.split("=", 1)[1]) for e in props.get("ENVIRONMENT", []) if "=" in e),
+                labels=tuple(props.get("LABELS", [])),
+                timeout=float(props["TIMEOUT"]) if "TIMEOUT" in props else None,
+                will_fail=bool(props.get("WILL_FAIL", False)),
+                disabled=bool(props.get("DISABLED", False)),
+                required_files=tuple(Path(f) for f in props.get("REQUIRED_FILES", [])),
+                fixtures=tuple(props.get("FIXTURES_REQUIRED", [])),
+                file=where[0],
+                line=where[1],
+            )
+        )
+    return tests
+
+
+def _where(graph: dict, index: int | None) -> tuple[Path | None, int | None]:
+    if index is None:
+        return None, None
+    node = graph["nodes"][index]
+    return Path(graph["files"][node["file"]]), node.get("line")
+
+
+def _targets(build_dir: Path) -> dict[str, Target]:
+    """Every target of the project (CMake's file API): its kind, what it makes, its sources."""
+    reply = build_dir / REPLY
+    index = max(reply.glob("index-*.json"), default=None)
+    if index is None:
+        return {}
+    objects = json.loads(index.read_text())["objects"]
+    codemodel = next((o for o in objects if o["kind"] == "codemodel"), None)
+    if codemodel is None:
+        return {}
+    model = json.loads((reply / codemodel["jsonFile"]).read_text())
+    source_root = Path(model["paths"]["source"])
+    configuration = model["configurations"][0]
+    found = {}
+    for ref in configuration["targets"]:
+        target = json.loads((reply / ref["jsonFile"]).read_text())
+        artifacts = tuple(build_dir / a["path"] for a in target.get("artifacts", []))
+        sources = tuple(
+            (source_root / s["path"]).resolve() for s in target.get("sources", []) if not s.get("isGenerated")
+        )
+        found[target["name"]] = Target(target["name"], target["type"], artifacts, sources)
+    return found
+
+
+def _inputs_changed(build_dir: Path, stamp: Path) -> bool:
+    """Whether a file CMake read when it configured is newer than that configure."""
+    reply = build_dir / REPLY
+    index = max(reply.glob("index-*.json"), default=None)
+    if index is None:
+        return True
+    objects = json.loads(index.read_text())["objects"]
+    files = next((o for o in objects if o["kind"] == "cmakeFiles"), None)
+    if files is None:
+        return True
+    data = json.loads((reply / files["jsonFile"]).read_text())
+    source = Path(data["paths"]["source"])
+    made = stamp.stat().st_mtime
+    for entry in data["inputs"]:
+        if entry.get("isCMake") or entry.get("isExternal"):
+            continue
+        path = source / entry["path"]
+        try:
+            if path.stat().st_mtime > made:
+                return True
+        except FileNotFoundError:
+            return True
+    return False
+
+
+def _generator(build_dir: Path) -> str:
+    cache = build_dir / "CMakeCache.txt"
+    for line in cache.read_text(errors="replace").splitlines() if cache.exists() else []:
+        if line.startswith("CMAKE_GENERATOR:INTERNAL="):
+            return line.split("=", 1)[1]
+    return ""
+
+
+_ERROR_AT = re.compile(r"CMake Error at (\S+?):(\d+)")
+
+
+def _configure_error(project: CMakeProject, board: Board, output: str) -> str:
+    m = _ERROR_AT.search(output)
+    where = f" ({m.group(1)}:{m.group(2)})" if m else ""
+    start = output.find("CMake Error")
+    excerpt = output[start:] if start >= 0 else output
+    return f"CMake could not configure {project.source} for board {board.name}{where}:\n{_tail(excerpt, 40)}"
+
+
+def _tail(text: str, lines: int = 30) -> str:
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def _tool(name: str) -> str:
+    """CMake's own tools: the one on PATH (Debian's cmake, or the pip wheel's in a venv)."""
+    found = shutil.which(name)
+    if found is None:
+        raise CMakeError(f"{name} is not installed: apt-get install cmake (or pip install cmake)")
+    return found

@@ -1,0 +1,213 @@
+"""A CMake project's tests as pytest items: the project's CMakeLists.txt (ondevice_cmake
+in the ini) is configured for each selected board, CTest lists the tests, and each test
+becomes one item per case of the framework its sources use, under the source that declares
+the case, as a test file of ours would (`src/foo_test.cc::Suite.Case[rpi]`).
+
+gtest_discover_tests' one CTest test per case are run as one binary again; a test whose
+framework is not recognised is one item decided by its exit status, as CTest decides it;
+LABELS are pytest markers (`-m fast`); DISABLED is a skip saying so. The project configured
+or listed wrong is a collection error naming CMake's message, never a test's failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from .. import formats
+from ..compiling import cmake, toolchain
+from ..config.keys import SESSION_KEY, selected_boards
+from ..formats.discover import Case
+from ..run.life import cmake_build_dir
+from ..run.spec import BinarySpec, CTestRun
+from .items import OnDeviceItem
+
+GTEST_PER_CASE = ("--gtest_filter=", "--gtest_also_run_disabled_tests")  # what gtest_discover_tests adds
+
+
+def project_of(config: pytest.Config) -> cmake.CMakeProject | None:
+    """The ini's ondevice_cmake, relative to the ini file; None when not set."""
+    where = config.getini("ondevice_cmake")
+    if not where:
+        return None
+    base = config.inipath.parent if config.inipath else config.rootpath
+    cache = []
+    for entry in config.getini("ondevice_cmake_cache"):
+        name, _, value = entry.partition("=")
+        cache.append((name.strip(), value.strip()))
+    targets = tuple(config.getini("ondevice_cmake_targets"))
+    return cmake.CMakeProject((base / where).resolve(), tuple(cache), targets)
+
+
+class CMakeFile(pytest.File):
+    """The project's CMakeLists.txt: each selected board's tests, grouped by source."""
+
+    def collect(self) -> Iterator[pytest.Collector]:
+        engine = self.config.stash[SESSION_KEY]
+        project = project_of(self.config)
+        assert project is not None
+        by_source: dict[Path, list[tuple[BinarySpec, list[Case], tuple[str, ...], bool]]] = {}
+        for board_name in selected_boards(self.config):
+            board = engine.registry.get(board_name)
+            where = cmake_build_dir(engine, board.name, project)
+            try:
+                tc = toolchain.resolve(board)
+                built = cmake.configured_and_built(project, board, tc, where, engine.settings.jobs)
+            except (toolchain.ToolchainError, cmake.CMakeError) as e:
+                raise self.CollectError(str(e)) from None
+            configured, _ = engine.builder.once(("cmake", board.name, project.source), lambda b=built: b)
+            for run, tests in _runs(project, configured):
+                target = configured.targets[run.target]
+                spec, source, cases = _spec(self.config.rootpath, board, run, target, tests)
+                labels = tuple(dict.fromkeys(label for t in tests for label in t.labels))
+                by_source.setdefault(source, []).append((spec, cases, labels, all(t.disabled for t in tests)))
+        for source, specs in by_source.items():
+            yield CTestSource.from_parent(self, path=source, nodeid=_rel(source, self.config.rootpath), specs=specs)
+
+
+class CTestSource(pytest.File):
+    """A source of the project that declares cases (or the first source of a test's target)."""
+
+    def __init__(self, *, specs: list, **kw) -> None:
+        super().__init__(**kw)
+        self.specs = specs
+
+    def collect(self) -> Iterator[pytest.Item]:
+        for spec, cases, labels, disabled in self.specs:
+            harness = formats.named(spec.format)
+            for case in cases:
+                name = f"{case.name}[{spec.board.name}]"
+                item = OnDeviceItem.from_parent(
+                    self, name=name, nodeid=f"{self.nodeid}::{name}", spec=spec, case=case.name, line=case.line
+                )
+                for label in labels:
+                    self.config.addinivalue_line("markers", f"{label}: a CTest label")
+                    item.add_marker(label)
+                if disabled:
+                    item.add_marker(pytest.mark.skip(reason="DISABLED in CTest (set_tests_properties)"))
+                elif spec.board.kind not in harness.kinds:
+                    kinds = " or ".join(harness.kinds)
+                    why = f"{harness.name} tests need a {kinds} board; {spec.board.name} is {spec.board.kind}"
+                    item.add_marker(pytest.mark.skip(reason=why))
+                yield item
+
+
+def _runs(project: cmake.CMakeProject, configured: cmake.Configured) -> list[tuple[CTestRun, list[cmake.CTestTest]]]:
+    """One run per executable and argument set: gtest_discover_tests' entries of one
+    binary (each filtered to its case) are one run of all its cases again."""
+    groups: dict[tuple, tuple[CTestRun, list[cmake.CTestTest]]] = {}
+    for test in configured.tests:
+        found = _executable(configured, test.command)
+        if found is None:  # not built (the run says why), or not the project's (a script, cmake -E)
+            found = _unbuilt(configured, test)
+        if found is None:
+            continue
+        index, target = found
+        executable = Path(test.command[index]) if index >= 0 else target.artifacts[0]
+        args = tuple(a for a in test.command[index + 1 :] if not a.startswith(GTEST_PER_CASE))
+        key = (target.name, args, test.cwd, test.env)
+        if key not in groups:
+            run = CTestRun(
+                project,
+                target.name,
+                executable,
+                args,
+                test.cwd,
+                test.env,
+                _data(test),
+                test.timeout,
+            )
+            groups[key] = (run, [])
+        groups[key][1].append(test)
+    return [(_named(run, tests), tests) for run, tests in groups.values()]
+
+
+def _named(run: CTestRun, tests: list[cmake.CTestTest]) -> CTestRun:
+    return replace(run, tests=tuple(t.name for t in tests))
+
+
+def _executable(configured: cmake.Configured, command: tuple[str, ...]) -> tuple[int, cmake.Target] | None:
+    """Where the project's executable is in a test's command (after an emulator, if any)."""
+    for index, word in enumerate(command):
+        target = configured.target_of(Path(word))
+        if target is not None and target.kind == "EXECUTABLE":
+            return index, target
+    return None
+
+
+def _unbuilt(configured: cmake.Configured, test: cmake.CTestTest) -> tuple[int, cmake.Target] | None:
+    """A test whose executable CMake did not build: CTest lists it with no command. Its
+    target, when its name says it, so that its items are errors naming the build's."""
+    if test.command:
+        return None
+    for name in (test.name, test.name.removesuffix("_NOT_BUILT")):
+        target = configured.targets.get(name)
+        if target is not None and target.kind == "EXECUTABLE" and target.artifacts:
+            return -1, target
+    return None
+
+
+def _data(test: cmake.CTestTest) -> tuple[Path, ...]:
+    """What a test reads from its working directory (REQUIRED_FILES): each file, or the
+    directory below it that holds it, so that its path from there is the same."""
+    if test.cwd is None:
+        return ()
+    found: dict[Path, None] = {}
+    for path in test.required_files:
+        try:
+            rel = path.relative_to(test.cwd)
+        except ValueError:
+            continue
+        found[test.cwd / rel.parts[0]] = None
+    return tuple(found)
+
+
+def _spec(
+    root: Path, board, run: CTestRun, target: cmake.Target, tests: list[cmake.CTestTest]
+) -> tuple[BinarySpec, Path, list[Case]]:
+    """The binary's spec, the source its items sit under, and its cases: the framework's
+    that the target's sources declare, else one case per CTest test decided by exit status."""
+    sources = [s for s in target.sources if s.suffix in (".c", ".cc", ".cpp", ".cxx", ".C") and s.is_file()]
+    for source in sources:
+        text = source.read_text(encoding="utf-8", errors="replace")
+        harness = formats.for_source(text)
+        found = harness.find_cases(text) if _recognised(harness, text) else []
+        if found:
+            spec = BinarySpec(
+                board,
+                source,
+                _rel(source, root),
+                harness.device_order(found),
+                tuple((c.name, c.line) for c in found),
+                harness.name,
+                ctest=run,
+            )
+            return spec, source, found
+    source = sources[0] if sources else (run.project.source / "CMakeLists.txt")
+    will_fail = len(tests) == 1 and tests[0].will_fail
+    name = tests[0].name if len(tests) == 1 else target.name
+    spec = BinarySpec(
+        board,
+        source,
+        _rel(source, root),
+        (name,),
+        ((name, tests[0].line or 1),),
+        "exitcode_will_fail" if will_fail else "exitcode",
+        ctest=run,
+    )
+    return spec, source, [Case(name, tests[0].line or 1, "ctest")]
+
+
+def _recognised(harness: formats.Format, text: str) -> bool:
+    """Whether the source includes the framework's header (TFLM is only a fallback elsewhere)."""
+    return any(h in text for h in harness.headers)
+
+
+def _rel(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return path.name
