@@ -164,9 +164,9 @@ def configure(project: CMakeProject, board: Board, tc: ResolvedToolchain, build_
         f"-DONDEVICE_HOOKS={';'.join(f'{regex}={HARNESS_DIR / source}' for regex, source in FRAMEWORK_HOOKS.items())}",
         *(f"-D{name}={value}" for name, value in project.cache),
     ]
-    if not (build_dir / "CMakeCache.txt").exists() and shutil.which("ninja"):
-        args += ["-G", "Ninja"]
     digest = hashlib.sha256(json.dumps([args[2:], text]).encode()).hexdigest()
+    if not (build_dir / "CMakeCache.txt").exists() and shutil.which("ninja"):  # a tree keeps its generator
+        args += ["-G", "Ninja"]
     stamp = build_dir / STAMP
     if not stamp.exists() or stamp.read_text() != digest or _inputs_changed(build_dir, stamp):
         done = subprocess.run(args, capture_output=True, text=True)
@@ -272,7 +272,7 @@ def _inputs_changed(build_dir: Path, stamp: Path) -> bool:
     source = Path(data["paths"]["source"])
     made = stamp.stat().st_mtime
     for entry in data["inputs"]:
-        if entry.get("isCMake") or entry.get("isExternal"):
+        if entry.get("isCMake") or entry.get("isExternal") or entry.get("isGenerated"):
             continue
         path = source / entry["path"]
         try:

@@ -1,0 +1,167 @@
+"""A CMake project run as it is (ondevice_cmake): configured per board, built by CMake, its
+tests listed by CTest, one item per case, with CTest's verdicts on the host; on rpi under
+qemu-user and over a real sshd on loopback, with the project's shared library pushed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES, case_outcomes
+
+from pytest_ondevice.compiling.cmake import STAMP
+
+EXPECTED = {"Dot.Empty": "PASSED", "Dot.Saturates32Bits": "PASSED", "Dot.Negative": "PASSED"}
+EXPECTED |= {"dot_exit": "PASSED", "reads_input": "PASSED"}
+needs_cmake = pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake is not installed")
+pytestmark = needs_cmake
+
+
+def with_ini(project, *lines: str) -> None:
+    """The project's ini, with examples/cmake copied in as its CMake project, and lines more."""
+    base = [f"ondevice_build_dir = {project.path / '_build'}", f"ondevice_cache_dir = {project.path / '_cache'}"]
+    project.pytester.makeini("\n".join(["[pytest]", *base, "ondevice_cmake = proj", *lines]) + "\n")
+
+
+@pytest.fixture
+def cmake_project(project):
+    shutil.copytree(EXAMPLES / "cmake", project.path / "proj")
+    with_ini(project)
+    return project
+
+
+def build_dirs(project, board: str) -> list[Path]:
+    return sorted((project.path / "_build" / board / "cmake").iterdir())
+
+
+def ctest(build_dir: Path) -> dict[str, str]:
+    """CTest's own verdicts on the same build tree: {test: Passed|Failed}."""
+    out = subprocess.run(["ctest"], cwd=build_dir, capture_output=True, text=True).stdout
+    verdicts = {}
+    for line in out.splitlines():
+        if "Test #" in line and "sec" in line:
+            name = line.split(": ", 1)[1].split(" ")[0]
+            verdicts[name] = "Passed" if "Passed" in line else "Failed"
+    return verdicts
+
+
+def test_a_cmake_project_runs_as_it_is_one_item_per_case_with_ctests_verdicts(cmake_project):
+    result = cmake_project.run("-v")
+    assert case_outcomes(result) == EXPECTED, result.stdout.str()
+    result.stdout.fnmatch_lines(["proj/tests/dot_gtest.cc::Dot.Negative[[]host[]] PASSED*"])
+    (build_dir,) = build_dirs(cmake_project, "host")
+    assert set(ctest(build_dir).values()) == {"Passed"}  # CTest agrees, one line per executable or case
+
+
+def test_ctest_labels_are_markers(cmake_project):
+    result = cmake_project.run("-m", "io", "-v")
+    assert case_outcomes(result) == {"reads_input": "PASSED"}
+    result.assert_outcomes(passed=1, deselected=4)
+
+
+def test_a_planted_bug_fails_exactly_the_cases_that_exercise_it_as_ctest_says(cmake_project):
+    dot = cmake_project.path / "proj" / "src" / "dot.c"
+    dot.write_text(dot.read_text().replace("sum += a[i] * b[i];", "sum += a[i] * b[i] + (i == 1);"))
+    result = cmake_project.run("-v")
+    failed = {"Dot.Saturates32Bits", "Dot.Negative", "dot_exit", "reads_input"}
+    assert case_outcomes(result) == {c: "FAILED" if c in failed else "PASSED" for c in EXPECTED}
+    result.stdout.fnmatch_lines(["*/proj/tests/dot_gtest.cc:10: Failure"])  # the failing assertion, in the source
+    (build_dir,) = build_dirs(cmake_project, "host")
+    verdicts = ctest(build_dir)
+    assert {t for t, v in verdicts.items() if v == "Failed"} == failed
+
+
+def test_a_forged_gtest_pass_line_is_not_believed(cmake_project):
+    proj = cmake_project.path / "proj"
+    (proj / "tests" / "forged_gtest.cc").write_text(
+        "#include <gtest/gtest.h>\n#include <cstdio>\n#include <unistd.h>\n"
+        'TEST(Forged, Leaves) { std::printf("[       OK ] Forged.Leaves (0 ms)\\n"); std::fflush(stdout); _exit(0); }\n'
+    )
+    cmake = proj / "CMakeLists.txt"
+    cmake.write_text(
+        cmake.read_text() + "if(GTest_FOUND)\n  add_executable(forged_gtest tests/forged_gtest.cc)\n"
+        "  target_link_libraries(forged_gtest GTest::gtest_main)\n  gtest_discover_tests(forged_gtest)\nendif()\n"
+    )
+    result = cmake_project.run("-v", "-k", "Forged")
+    assert case_outcomes(result).get("Forged.Leaves") == "FAILED", result.stdout.str()
+
+
+def test_will_fail_turns_the_exit_status_around_but_never_a_crash(cmake_project):
+    proj = cmake_project.path / "proj"
+    (proj / "tests" / "exits_1.c").write_text("int main(void) { return 1; }\n")
+    (proj / "tests" / "aborts.c").write_text("#include <stdlib.h>\nint main(void) { abort(); }\n")
+    cmake = proj / "CMakeLists.txt"
+    cmake.write_text(
+        cmake.read_text() + "add_executable(exits_1 tests/exits_1.c)\nadd_test(NAME expected_to_fail COMMAND exits_1)\n"
+        "set_tests_properties(expected_to_fail PROPERTIES WILL_FAIL TRUE)\n"
+        "add_executable(aborts tests/aborts.c)\nadd_test(NAME crashes COMMAND aborts)\n"
+        "set_tests_properties(crashes PROPERTIES WILL_FAIL TRUE)\n"
+    )
+    result = cmake_project.run("-v", "-k", "expected_to_fail or crashes")
+    assert case_outcomes(result) == {"expected_to_fail": "PASSED", "crashes": "FAILED"}
+    result.stdout.fnmatch_lines(["*the test crashed: killed by SIGABRT*"])
+
+
+def test_a_configure_error_is_an_error_naming_the_cmakelists_line(cmake_project):
+    cmake = cmake_project.path / "proj" / "CMakeLists.txt"
+    cmake.write_text(cmake.read_text() + 'message(FATAL_ERROR "no such option")\n')
+    result = cmake_project.run()
+    assert result.ret == pytest.ExitCode.INTERRUPTED  # pytest stops at a collection error
+    result.stdout.fnmatch_lines(["*ERROR collecting proj/CMakeLists.txt*", "*CMakeLists.txt:*", "*no such option*"])
+    assert "FAILED" not in result.stdout.str()
+
+
+def test_a_target_that_does_not_build_errors_its_tests_and_the_others_run(cmake_project):
+    proj = cmake_project.path / "proj"
+    (proj / "tests" / "broken.c").write_text("int main(void) { return undefined_function(); }\n")
+    cmake = proj / "CMakeLists.txt"
+    cmake.write_text(
+        cmake.read_text() + "add_executable(broken tests/broken.c)\n" + "add_test(NAME broken COMMAND broken)\n"
+    )
+    result = cmake_project.run("-v")
+    outcomes = case_outcomes(result)
+    assert outcomes.pop("broken") == "ERROR"
+    assert outcomes == EXPECTED
+    result.stdout.fnmatch_lines(["*did not build*", "*undefined_function*"])
+
+
+def test_the_project_is_configured_again_only_when_cmakes_inputs_changed(cmake_project):
+    cmake_project.run().assert_outcomes(passed=5)
+    (build_dir,) = build_dirs(cmake_project, "host")
+    stamp = build_dir / STAMP
+    first = stamp.stat().st_mtime_ns
+    cmake_project.run().assert_outcomes(passed=5)
+    assert stamp.stat().st_mtime_ns == first  # nothing changed: not configured again
+    cmake = cmake_project.path / "proj" / "CMakeLists.txt"
+    cmake.write_text(cmake.read_text() + "\n# an edit\n")
+    os.utime(cmake, ns=(first + 10**9, first + 10**9))
+    cmake_project.run().assert_outcomes(passed=5)
+    assert stamp.stat().st_mtime_ns != first
+
+
+@pytest.mark.slow
+def test_on_rpi_under_qemu_user(cmake_project):
+    result = cmake_project.run("-v", "--device=qemu", board="rpi")
+    assert case_outcomes(result) == EXPECTED, result.stdout.str()
+
+
+@pytest.mark.slow
+def test_on_a_pi_over_ssh_the_shared_library_goes_with_the_binary(cmake_project):
+    from support.sshd import BinfmtLease, loopback_pis
+
+    with BinfmtLease() as binfmt, loopback_pis(1) as (pi,):
+        if not binfmt:
+            pytest.skip("needs binfmt_misc to run the Pi's aarch64 binaries on this machine")
+        # no build-tree RUNPATH: the device finds libdot.so only where it was pushed
+        with_ini(cmake_project, f"ondevice_ssh_config = {pi.ssh_config}", "ondevice_cmake_cache = CMAKE_SKIP_RPATH=ON")
+        result = cmake_project.run("-v", f"--device={pi.alias}", board="rpi")
+        assert case_outcomes(result) == EXPECTED, result.stdout.str()
+
+
+def test_without_a_build_tree_runpath_the_shared_library_is_found_beside_the_binary(cmake_project):
+    with_ini(cmake_project, "ondevice_cmake_cache = CMAKE_SKIP_RPATH=ON")
+    result = cmake_project.run("-v")
+    assert case_outcomes(result) == EXPECTED, result.stdout.str()
