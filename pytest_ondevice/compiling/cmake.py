@@ -27,8 +27,9 @@ from .errors import BuildError
 from .toolchain import ResolvedToolchain
 
 HOOKS_SCRIPT = Path(__file__).resolve().parent / "cmake_hooks.cmake"
-# a framework's hook, linked into each executable whose LINK_LIBRARIES match (formats/harness/)
-FRAMEWORK_HOOKS = {"gtest|GTest": "gtest_listener.cpp"}
+# format -> (a regex of the LINK_LIBRARIES that use its framework, its hook in formats/harness/):
+# linked into each such executable; a format without one here is not read from a CMake build
+FRAMEWORK_HOOKS = {"gtest": ("gtest|GTest", "gtest_listener.cpp")}
 QUERY = Path(".cmake/api/v1/query")
 REPLY = Path(".cmake/api/v1/reply")
 STAMP = ".ondevice-configured"  # the digest of what the last configure was given
@@ -161,7 +162,7 @@ def configure(project: CMakeProject, board: Board, tc: ResolvedToolchain, build_
         str(build_dir),
         f"-DCMAKE_TOOLCHAIN_FILE={toolchain}",
         f"-DCMAKE_PROJECT_INCLUDE={HOOKS_SCRIPT}",
-        f"-DONDEVICE_HOOKS={';'.join(f'{regex}={HARNESS_DIR / source}' for regex, source in FRAMEWORK_HOOKS.items())}",
+        f"-DONDEVICE_HOOKS={';'.join(f'{regex}={HARNESS_DIR / source}' for regex, source in FRAMEWORK_HOOKS.values())}",
         *(f"-D{name}={value}" for name, value in project.cache),
     ]
     digest = hashlib.sha256(json.dumps([args[2:], text]).encode()).hexdigest()
