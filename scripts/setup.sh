@@ -40,6 +40,7 @@ APT_PACKAGES=(
   adb                                   # the ADB transport's tests run the real adb server
   pkgconf                               # pkg_config in ondevice.toml, per board
   libgtest-dev libcpputest-dev          # GoogleTest and CppUTest sources on the host board
+  catch2                                # Catch2 2.13, header-only: every board's compiler finds it
   chromium                              # the report test renders the page in headless Chromium
 )
 

@@ -95,6 +95,7 @@ class Builtin:
 BUILTIN = {
     "gtest": Builtin("gtest", "GoogleTest", ("gtest/gtest.h", "gmock/gmock.h")),
     "cpputest": Builtin("cpputest", "CppUTest", ("CppUTest/TestHarness.h", "CppUTest/CommandLineTestRunner.h")),
+    "catch2": Builtin("catch2", "Catch2", ("catch2/catch.hpp", "catch.hpp")),
     "unity": Builtin("unity", "Unity", ("unity.h",)),
     "tflm": Builtin("tflm", "Tflm", ("micro_test.h",)),
     "libtest": Builtin("libtest", "Libtest", ()),
