@@ -149,3 +149,65 @@ def test_a_failure_location_is_found_where_the_framework_did_not_say(project):
     # printed under the wrapper's name, line 5 of the file it includes, where test_included is
     assert re.search(r"> suite/cases/gemm_cases.c:5 +TEST_ASSERT_EQUAL_INT\(42, acc\);", text)
     assert "at suite/cases/gemm_cases.c:5" in text
+
+
+# CMSIS-NN's and cJSON's layouts: a main the text match cannot see, and the runner Unity's
+# generator wrote, named among the file's sources in ondevice.toml
+OWN_MAIN_BEHIND_A_MACRO = """\
+#include "unity.h"
+#define CJSON_CDECL
+void setUp(void) {}
+void tearDown(void) {}
+void test_one(void) { TEST_ASSERT_TRUE(1); }
+void test_two(void) { TEST_ASSERT_EQUAL_INT(1, 2); }
+int CJSON_CDECL main(void) {
+  UNITY_BEGIN();
+  RUN_TEST(test_one);
+  RUN_TEST(test_two);
+  return UNITY_END();
+}
+"""
+
+GENERATED_RUNNER = """\
+#include "unity.h"
+void setUp(void);
+void tearDown(void);
+extern void test_one(void);
+extern void test_two(void);
+int main(void) {
+  UnityBegin("test_pair.c");
+  RUN_TEST(test_one);
+  RUN_TEST(test_two);
+  return UnityEnd();
+}
+"""
+
+TESTS_ONLY = """\
+#include "unity.h"
+void setUp(void) {}
+void tearDown(void) {}
+void test_one(void) { TEST_ASSERT_TRUE(1); }
+void test_two(void) { TEST_ASSERT_EQUAL_INT(1, 2); }
+"""
+
+
+@pytest.mark.parametrize("board", ["host", pytest.param("bluepill-qemu", marks=pytest.mark.slow)])
+def test_a_main_behind_a_calling_convention_macro_is_the_binarys_and_ours_is_not_linked(project, board):
+    unity_project(project)
+    project.write("own_main_unity_test.c", OWN_MAIN_BEHIND_A_MACRO)
+    result = project.run("-v", board=board)
+    assert case_outcomes(result) == {"test_one": "PASSED", "test_two": "FAILED"}, result.stdout.str()
+
+
+@pytest.mark.parametrize("board", ["host", pytest.param("mps2-an386", marks=pytest.mark.slow)])
+def test_a_runner_unitys_generator_wrote_named_among_the_sources_is_the_binarys_main(project, board):
+    unity_project(project)
+    project.write("runners/test_pair_runner.c", GENERATED_RUNNER)
+    project.write("pair_unity_test.c", TESTS_ONLY)
+    project.write(
+        "ondevice.toml",
+        'sources = ["unity/unity.c"]\ninclude_dirs = ["unity"]\n'
+        '[files."pair_unity_test.c"]\nsources = ["runners/test_pair_runner.c"]\n',
+    )
+    result = project.run("-v", board=board)
+    assert case_outcomes(result) == {"test_one": "PASSED", "test_two": "FAILED"}, result.stdout.str()

@@ -27,7 +27,7 @@ from ..config.board import BUILTIN_DIR, Board, debian_arch
 from ..config.dirconfig import BuildFlags, DirConfig, FileSettings
 from ..config.keys import CUDA_SUFFIX
 from ..formats import NO_NEEDS, Needs
-from . import inputs, pkgconfig, sizecheck, toolchain
+from . import elf, inputs, pkgconfig, sizecheck, toolchain
 from .buildstats import KEY_CHARS, BuildStats
 from .errors import BuildError, EntryLost, LinkError
 from .linking import Artifact, Linker, check_arch, prebuilt_inputs, publish
@@ -57,8 +57,6 @@ INCLUDE_DIR = PACKAGE_DIR / "include"
 COVERAGE_RUNTIME = BUILTIN_DIR / "runtime" / "common" / "coverage.c"
 GCOV_INFO_SECTION = "ondevice_gcov_info"  # coverage.c walks it: __start_/__stop_ of a C-named section
 CXX_SUFFIXES = {".cc", ".cpp", ".cxx", ".C", ".c++", CUDA_SUFFIX}  # nvcc hands a .cu's host code to C++
-
-
 
 
 def _install_hint(board: Board, needs: Needs) -> str:
@@ -185,6 +183,7 @@ class Builder:
         # a source made for this test file (its defines) sees it; a shared one (gtest's listener) is compiled once
         harness = pkgconfig.merged(flags, self._harness_flags(source, needs)) if needs.defines else flags
         objects = [self._compile(board, tc, src, harness if src in needs.sources else flags) for src in own]
+        objects = _one_main(objects, own, needs)
         cxx = any(p.suffix in CXX_SUFFIXES for p in (*own, *cfg.sources))
         name = Path(rel).name + ".elf"
         inputs_ = [*objects, *models, *([archive] if archive else []), *prebuilt_inputs(board, cfg), *runtime]
@@ -482,6 +481,18 @@ def _condition(lines: list[str], line: int) -> str:
         elif stack:  # elif / else: the branch the case sits in
             stack[-1] = f"{stack[-1]} ... {text.strip()}"
     return stack[-1] if stack else "a preprocessor condition"
+
+
+def _one_main(objects: list[Path], own: tuple[Path, ...], needs: Needs) -> list[Path]:
+    """A harness's main (our Unity runner) is linked only when nothing else of the binary
+    defines main: decided from what the compiler made, not from one file's text, which
+    misses `int CJSON_CDECL main(void)` and a runner Unity's generator wrote and
+    ondevice.toml names among the file's sources."""
+    ours = [o for o, src in zip(objects, own, strict=True) if src in needs.sources and elf.defines_global(o, "main")]
+    if not ours:
+        return objects
+    theirs = any(elf.defines_global(o, "main") for o, src in zip(objects, own, strict=True) if src not in needs.sources)
+    return [o for o in objects if o not in ours] if theirs else objects
 
 
 def _own_sources(source: Path, settings: FileSettings, needs: Needs) -> tuple[Path, ...]:

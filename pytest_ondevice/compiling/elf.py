@@ -74,6 +74,39 @@ def defines_symbol(path: Path, name: str) -> bool:
         return False
 
 
+def defines_global(path: Path, name: str) -> bool:
+    """Whether an object (or binary) defines this global symbol itself: an entry of its
+    symbol table with that name, a section and global or weak binding (a call to it names
+    it too, undefined, and does not count)."""
+    try:
+        info = read(path)
+        table = info.section(".symtab")
+        if table is None or table.link >= len(info.sections):
+            return False
+        strtab = info.sections[table.link]
+        with open(path, "rb") as f:
+            f.seek(strtab.offset)
+            names = f.read(strtab.size)
+            at = names.find(b"\0" + name.encode() + b"\0")
+            if at < 0:
+                return False
+            f.seek(table.offset)
+            symbols = f.read(table.size)
+    except (OSError, ElfError, struct.error, IndexError):
+        return False
+    offset = at + 1
+    size, fmt = (16, "<IIIBBH") if info.bits == 32 else (24, "<IBBHQQ")
+    for i in range(0, len(symbols) - size + 1, size):
+        entry = struct.unpack_from(fmt, symbols, i)
+        if info.bits == 32:
+            st_name, st_info, st_shndx = entry[0], entry[3], entry[5]
+        else:
+            st_name, st_info, st_shndx = entry[0], entry[1], entry[3]
+        if st_name == offset and st_shndx != 0 and (st_info >> 4) in (1, 2):  # defined; GLOBAL or WEAK
+            return True
+    return False
+
+
 def read(path: Path) -> ElfInfo:
     """The headers and section table, read where they lie: a run asks this of every binary,
     and a static binary is megabytes of code around a few KiB of tables."""
