@@ -211,3 +211,33 @@ def test_a_runner_unitys_generator_wrote_named_among_the_sources_is_the_binarys_
     )
     result = project.run("-v", board=board)
     assert case_outcomes(result) == {"test_one": "PASSED", "test_two": "FAILED"}, result.stdout.str()
+
+
+# CMSIS-NN's wrapper: Unity/unity_test_x.c #includes ../test_x.c and defines test_x(void) { x(); }
+INCLUDED_TESTS = "\n" * 100 + """\
+#include "unity.h"
+static void max_pool_keeps_the_largest(void) {
+  int out = 3;
+  TEST_ASSERT_EQUAL_INT(4, out);
+}
+"""
+CMSIS_WRAPPER = """\
+#include "unity.h"
+#include "../test_max_pool.c"
+void setUp(void) {}
+void tearDown(void) {}
+void test_max_pool_keeps_the_largest(void) { max_pool_keeps_the_largest(); }
+"""
+
+
+def test_a_failure_in_an_included_file_is_shown_at_its_line_there(project):
+    unity_project(project)
+    project.write("test_max_pool.c", INCLUDED_TESTS)
+    project.write("Unity/unity_test_max_pool.c", CMSIS_WRAPPER)
+    project.write("Unity/ondevice.toml", 'sources = ["../unity/unity.c"]\ninclude_dirs = ["../unity"]\n')
+    result = project.run("-v", "-p", "no:randomly", "-o", "ondevice_files=unity_test_*.c")
+    assert case_outcomes(result) == {"test_max_pool_keeps_the_largest": "FAILED"}, result.stdout.str()
+    text = result.stdout.str()
+    # Unity prints the wrapper's name with the included file's __LINE__ (104, past the wrapper's end)
+    assert "Unity/unity_test_max_pool.c:104: Expected 4 Was 3" in text
+    assert re.search(r"> test_max_pool.c:104 +TEST_ASSERT_EQUAL_INT\(4, out\);", text), text

@@ -384,6 +384,21 @@ class Builder:
             str(src),
         ]
 
+    def included(self, board: Board, tc: ResolvedToolchain, cfg: DirConfig, source: Path) -> tuple[Path, ...]:
+        """The project's files the compiler reads for this source (its -MM dependency list:
+        the headers and sources it #includes, not the system's), once per session."""
+
+        def ask() -> tuple[Path, ...]:
+            flags = pkgconfig.merged(cfg.for_file(source, board.name, board.kind).flags, self._pkg_flags(board, cfg))
+            args = [a for a in self._compile_args(board, source, flags) if a not in ("-c", str(source))]
+            command, _ = self._compiler(board, tc, source, args)
+            out = self.store.staging() / "deps"
+            self._tools.run([*command, "-MM", str(source), "-MF", str(out)], "preprocess")
+            words = out.read_text(errors="replace").replace("\\\n", " ").split(":", 1)[-1].split()
+            return tuple(Path(w).resolve() for w in words if Path(w).is_file())
+
+        return self._memo.once(("included", board.name, source), ask)
+
     def compiled_out(
         self, board: Board, tc: ResolvedToolchain, cfg: DirConfig, source: Path, cases: dict[str, int]
     ) -> dict[str, str]:

@@ -25,6 +25,9 @@ class SourceSearch:
     root: Path
     dirs: tuple[Path, ...] = ()  # the test source's directory, then its include path
     case: str = ""  # the failing case: its function's file wins over a wrapper that includes it
+    # the files the compiler read for the binary's source (its dependency list): a line a
+    # framework prints under the wrapper's name is looked up in the file that has it
+    included: tuple[Path, ...] = ()
 
     def locate(self, name: str, number: int) -> tuple[Path, str] | None:
         """The file a printed `name:number` means, and how to show it (as printed when it is
@@ -33,7 +36,7 @@ class SourceSearch:
         path = self._find(name)
         if path is None:
             return None
-        path = self._defining_include(path) or path
+        path = self._through_includes(path, number) or self._defining_include(path) or path
         if not 1 <= number <= len(_lines(path)):
             return None
         root = self.root.resolve()
@@ -52,6 +55,16 @@ class SourceSearch:
                     return (base / tail).resolve()
         return None
 
+    def _through_includes(self, path: Path, number: int) -> Path | None:
+        """A framework that names the file it was started from (Unity's runner, a wrapper
+        that #includes the tests) prints the included file's __LINE__ under the wrapper's
+        name: the line is the one file of those the compiler read that has an assertion
+        there, when the named file has none."""
+        if not self.included or _asserts_at(path, number):
+            return None
+        found = [p for p in self.included if p != path and _asserts_at(p, number)]
+        return found[0] if len(found) == 1 else None
+
     def _defining_include(self, path: Path) -> Path | None:
         """When the case's function is not in `path` but in a file it #includes by quotes."""
         if not self.case:
@@ -66,6 +79,14 @@ class SourceSearch:
                 if candidate.is_file() and defines.search("\n".join(_lines(candidate))):
                     return candidate.resolve()
         return None
+
+
+_ASSERTION = re.compile(r"\b(TEST_ASSERT|TEST_FAIL|TEST_IGNORE|TF_LITE_MICRO_EXPECT|ASSERT_|EXPECT_|CHECK|REQUIRE)")
+
+
+def _asserts_at(path: Path, number: int) -> bool:
+    lines = _lines(path)
+    return 1 <= number <= len(lines) and _ASSERTION.search(lines[number - 1]) is not None
 
 
 def _lines(path: Path) -> list[str]:

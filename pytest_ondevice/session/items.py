@@ -13,6 +13,7 @@ from _pytest import nodes
 from _pytest._code.code import TerminalRepr
 
 from .. import formats
+from ..compiling import toolchain
 from ..config.board import Board
 from ..config.keys import BASELINE_KEY, BUILT, CUDA_SUFFIX, SESSION_KEY, selected_boards
 from ..config.schema import ConfigError
@@ -212,11 +213,17 @@ class DeviceVerdictItem(pytest.Item):
         """Where the files a failure line names are looked for: the project, the source's
         directory, its include path (ondevice.toml)."""
         dirs: tuple[Path, ...] = (self.path.parent,)
+        included: tuple[Path, ...] = ()
         session, spec = self.config.stash.get(SESSION_KEY, None), getattr(self, "spec", None)
         if session is not None and spec is not None:
             with contextlib.suppress(ConfigError):
                 dirs += session.dir_config(spec.source).for_file(spec.source, spec.board.name).flags.include_dirs
-        return SourceSearch(self.config.rootpath, dirs, getattr(self, "case", ""))
+            if spec.crate is None and spec.ctest is None:  # a failure only: one -MM a binary
+                with contextlib.suppress(Exception):  # the line then shows as printed
+                    cfg = session.dir_config(spec.source)
+                    tc = toolchain.resolve(spec.board)
+                    included = session.builder.included(spec.board, tc, cfg, spec.source)
+        return SourceSearch(self.config.rootpath, dirs, getattr(self, "case", ""), included)
 
     def repr_failure(self, excinfo, style=None) -> str | TerminalRepr:
         if isinstance(excinfo.value, CaseFailed):
