@@ -41,6 +41,7 @@ APT_PACKAGES=(
   pkgconf                               # pkg_config in ondevice.toml, per board
   libgtest-dev libcpputest-dev          # GoogleTest and CppUTest sources on the host board
   catch2                                # Catch2 2.13, header-only: every board's compiler finds it
+  doctest-dev                           # doctest 2.4.9, header-only (Architecture: all)
   chromium                              # the report test renders the page in headless Chromium
 )
 

@@ -96,6 +96,7 @@ BUILTIN = {
     "gtest": Builtin("gtest", "GoogleTest", ("gtest/gtest.h", "gmock/gmock.h")),
     "cpputest": Builtin("cpputest", "CppUTest", ("CppUTest/TestHarness.h", "CppUTest/CommandLineTestRunner.h")),
     "catch2": Builtin("catch2", "Catch2", ("catch2/catch.hpp", "catch.hpp")),
+    "doctest": Builtin("doctest", "Doctest", ("doctest/doctest.h", "doctest.h")),
     "unity": Builtin("unity", "Unity", ("unity.h",)),
     "tflm": Builtin("tflm", "Tflm", ("micro_test.h",)),
     "libtest": Builtin("libtest", "Libtest", ()),

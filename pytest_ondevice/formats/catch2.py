@@ -27,7 +27,7 @@ from .directives import defined
 from .discover import Case, code_of, line_at
 from .stream import Summary
 from .verdicts import Outcome
-from .wordnames import WordNamedStream, as_word, literal_at
+from .wordnames import WordNamedStream, after_first_argument, as_word, literal_at
 
 _DECLARED = re.compile(r"\b(?:CATCH_)?(TEST_CASE_METHOD|TEST_CASE|SCENARIO)\s*\(")
 _IMPLEMENTS = {"CATCH_CONFIG_MAIN", "CATCH_CONFIG_RUNNER"}  # the source holds Catch2's implementation
@@ -57,7 +57,7 @@ class Catch2(Format):
         for m in _DECLARED.finditer(code):
             at = m.end()
             if m.group(1) == "TEST_CASE_METHOD":  # its class first: the name is the second argument
-                at = _after_first_argument(code, at)
+                at = after_first_argument(code, at)
                 if at < 0:
                     continue
             name = literal_at(text, code, at)
@@ -74,23 +74,6 @@ class Catch2(Format):
     def needs(self, text: str) -> Needs:
         own = has_main(code_of(text)) or bool(_IMPLEMENTS & defined(text))
         return Needs(sources=(LISTENER,) if own else (LISTENER, MAIN), debian_package="catch2")
-
-
-def _after_first_argument(code: str, at: int) -> int:
-    """Where a macro's second argument starts (after the comma that ends the first, which
-    may be `Fixture<int, 2>`), or -1."""
-    depth = 0
-    for i in range(at, min(len(code), at + 500)):
-        c = code[i]
-        if c in "(<[{":
-            depth += 1
-        elif c in ")>]}":
-            depth -= 1
-            if depth < 0:
-                return -1
-        elif c == "," and depth == 0:
-            return i + 1
-    return -1
 
 
 LISTENER = HARNESS_DIR / "catch2_listener.cpp"

@@ -62,6 +62,23 @@ def literal_at(text: str, code: str, at: int) -> str | None:
     return "".join(value) if found else None
 
 
+def after_first_argument(code: str, at: int) -> int:
+    """Where a macro's second argument starts (after the comma that ends the first, which
+    may be `Fixture<int, 2>`), or -1."""
+    depth = 0
+    for i in range(at, min(len(code), at + 500)):
+        c = code[i]
+        if c in "(<[{":
+            depth += 1
+        elif c in ")>]}":
+            depth -= 1
+            if depth < 0:
+                return -1
+        elif c == "," and depth == 0:
+            return i + 1
+    return -1
+
+
 class WordNamedStream(CaseStream):
     """A CaseStream whose cases are kept under their words (as_word)."""
 
