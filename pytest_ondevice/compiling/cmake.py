@@ -29,7 +29,7 @@ from .toolchain import ResolvedToolchain
 HOOKS_SCRIPT = Path(__file__).resolve().parent / "cmake_hooks.cmake"
 # format -> (a regex of the LINK_LIBRARIES that use its framework, its hook in formats/harness/):
 # linked into each such executable; a format without one here is not read from a CMake build
-FRAMEWORK_HOOKS = {"gtest": ("gtest|GTest", "gtest_listener.cpp")}
+FRAMEWORK_HOOKS = {"gtest": ("gtest|GTest", "gtest_listener.cpp"), "catch2": ("Catch2", "catch2_listener.cpp")}
 QUERY = Path(".cmake/api/v1/query")
 REPLY = Path(".cmake/api/v1/reply")
 STAMP = ".ondevice-configured"  # the digest of what the last configure was given
@@ -190,12 +190,16 @@ def build(configured: Configured, targets: tuple[str, ...], jobs: int) -> dict[s
         return {}
     failed: dict[str, str] = {}
     output = done.stdout + done.stderr
+    named = {Path(m).name for m in _FAILED_EDGE.findall(output)}  # ninja's and make's own word
     for name, made in configured.targets.items():
-        if made.kind in ("EXECUTABLE", "SHARED_LIBRARY", "STATIC_LIBRARY") and not all(
-            a.exists() for a in made.artifacts
-        ):
+        if made.kind not in ("EXECUTABLE", "SHARED_LIBRARY", "STATIC_LIBRARY"):
+            continue
+        if not all(a.exists() for a in made.artifacts) or any(a.name in named for a in made.artifacts):
             failed[name] = _tail(output)
     return failed or {"": _tail(output)}
+
+
+_FAILED_EDGE = re.compile(r"^FAILED: (\S+)", re.MULTILINE)
 
 
 def list_tests(build_dir: Path) -> list[CTestTest]:

@@ -3,7 +3,8 @@ in the ini) is configured for each selected board, CTest lists the tests, and ea
 becomes one item per case of the framework its sources use, under the source that declares
 the case, as a test file of ours would (`src/foo_test.cc::Suite.Case[rpi]`).
 
-gtest_discover_tests' one CTest test per case are run as one binary again; a test whose
+gtest_discover_tests' (and catch_discover_tests') one CTest test per case are run as one
+binary again; a test whose
 framework is not recognised is one item decided by its exit status, as CTest decides it;
 LABELS are pytest markers (`-m fast`); DISABLED is a skip saying so. The project configured
 or listed wrong is a collection error naming CMake's message, never a test's failure.
@@ -25,7 +26,9 @@ from ..run.life import cmake_build_dir
 from ..run.spec import BinarySpec, CTestRun
 from .items import OnDeviceItem
 
-GTEST_PER_CASE = ("--gtest_filter=", "--gtest_also_run_disabled_tests")  # what gtest_discover_tests adds
+# what a framework's discover_tests adds to run one case: gtest's, doctest's, Boost.Test's
+# (catch_discover_tests gives the case's name itself)
+PER_CASE = ("--gtest_filter=", "--gtest_also_run_disabled_tests", "--test-case=", "--run_test=")
 
 
 def project_of(config: pytest.Config) -> cmake.CMakeProject | None:
@@ -58,7 +61,14 @@ class CMakeFile(pytest.File):
                 built = cmake.configured_and_built(project, board, tc, where, engine.settings.jobs)
             except (toolchain.ToolchainError, cmake.CMakeError) as e:
                 raise self.CollectError(str(e)) from None
-            configured, _ = engine.builder.once(("cmake", board.name, project.source), lambda b=built: b)
+            configured, failed = engine.builder.once(("cmake", board.name, project.source), lambda b=built: b)
+            listed = {name for run, _ in _runs(project, configured) for name in [run.target]}
+            for target in sorted(set(failed) - listed - {""}):  # nothing else would say so
+                if configured.targets[target].kind == "EXECUTABLE":
+                    raise self.CollectError(
+                        f"CMake did not build {target} for {board.name}, and CTest lists no test of it "
+                        f"(a discover_tests step that runs it failed?):\n{failed[target]}"
+                    )
             for run, tests in _runs(project, configured):
                 target = configured.targets[run.target]
                 spec, source, cases = _spec(self.config.rootpath, board, run, target, tests)
@@ -107,7 +117,7 @@ def _runs(project: cmake.CMakeProject, configured: cmake.Configured) -> list[tup
             continue
         index, target = found
         executable = Path(test.command[index]) if index >= 0 else target.artifacts[0]
-        args = tuple(a for a in test.command[index + 1 :] if not a.startswith(GTEST_PER_CASE))
+        args = tuple(a for a in test.command[index + 1 :] if not a.startswith(PER_CASE) and a != test.name)
         key = (target.name, args, test.cwd, test.env)
         if key not in groups:
             run = CTestRun(
@@ -143,7 +153,7 @@ def _unbuilt(configured: cmake.Configured, test: cmake.CTestTest) -> tuple[int, 
     target, when its name says it, so that its items are errors naming the build's."""
     if test.command:
         return None
-    for name in (test.name, test.name.removesuffix("_NOT_BUILT")):
+    for name in (test.name, test.name.split("_NOT_BUILT")[0]):  # catch_discover_tests adds -HASH
         target = configured.targets.get(name)
         if target is not None and target.kind == "EXECUTABLE" and target.artifacts:
             return -1, target
