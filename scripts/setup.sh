@@ -42,6 +42,7 @@ APT_PACKAGES=(
   libgtest-dev libcpputest-dev          # GoogleTest and CppUTest sources on the host board
   catch2                                # Catch2 2.13, header-only: every board's compiler finds it
   doctest-dev                           # doctest 2.4.9, header-only (Architecture: all)
+  libboost-test-dev                     # Boost.Test 1.74: its headers; compiled into each binary (no arm64 package)
   chromium                              # the report test renders the page in headless Chromium
 )
 

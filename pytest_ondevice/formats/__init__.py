@@ -97,6 +97,7 @@ BUILTIN = {
     "cpputest": Builtin("cpputest", "CppUTest", ("CppUTest/TestHarness.h", "CppUTest/CommandLineTestRunner.h")),
     "catch2": Builtin("catch2", "Catch2", ("catch2/catch.hpp", "catch.hpp")),
     "doctest": Builtin("doctest", "Doctest", ("doctest/doctest.h", "doctest.h")),
+    "boosttest": Builtin("boosttest", "BoostTest", ("boost/test/unit_test.hpp", "boost/test/included/unit_test.hpp")),
     "unity": Builtin("unity", "Unity", ("unity.h",)),
     "tflm": Builtin("tflm", "Tflm", ("micro_test.h",)),
     "libtest": Builtin("libtest", "Libtest", ()),
