@@ -214,7 +214,7 @@ def test_a_run_without_the_listeners_nonce_is_not_believed():
 
 
 def test_on_aarch64_without_exceptions_a_failed_require_ends_the_binary_in_its_case():
-    v = parse("qemu_aarch64_hooked_segv")
+    v = parse("qemu_aarch64_hooked")
     ran = {"adds two numbers": P, "fails": F, "sections": F, "throws": F}
     assert outcomes(v) == {**ran, **{n: F for n in V2 if n not in ran}}
     assert v.cases["throws"].message.splitlines() == [

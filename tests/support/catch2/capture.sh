@@ -2,9 +2,10 @@
 # Re-records the Catch2 transcripts test_catch2.py parses, from cases.cpp: built as
 # pytest-ondevice builds it (our listener and main, formats/harness/catch2_*.cpp, and the host
 # runtime) with Debian's Catch2 2.13 on the host and for aarch64 (the rpi board's flags, run
-# under qemu-aarch64); with Catch2's own main and signal handler (a source's CATCH_CONFIG_MAIN)
-# with and without our listener; and, given CATCH2_V3=DIR holding Catch2 v3's amalgamated
-# catch_amalgamated.{hpp,cpp} (not packaged by Debian), by v3's console reporter alone.
+# under qemu-aarch64: -fno-exceptions, where a failed REQUIRE ends the binary); with Catch2's
+# own main and signal handler (a source's CATCH_CONFIG_MAIN) with and without our listener;
+# and, given CATCH2_V3=DIR holding Catch2 v3's amalgamated catch_amalgamated.{hpp,cpp} (not
+# packaged by Debian), by v3's console reporter alone.
 # ONDEVICE_REC picks how the case "ends the run" ends it: segv, abort, forge, forge-nonce.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -46,7 +47,7 @@ arm=(aarch64-linux-gnu-g++ -mcpu=cortex-a53 -O2 -g -fno-exceptions -fno-rtti "-f
 "${arm[@]}" -c "$harness/catch2_main.cpp" -o "$tmp/a_main.o"
 aarch64-linux-gnu-gcc -O2 -c "$runtime" -o "$tmp/a_runtime.o"
 aarch64-linux-gnu-g++ -static "$tmp"/a_{cases,listener,main,runtime}.o -o "$tmp/a_hooked"
-record qemu_aarch64_hooked_segv env ONDEVICE_REC=segv qemu-aarch64 "$tmp/a_hooked" --durations yes
+record qemu_aarch64_hooked qemu-aarch64 "$tmp/a_hooked" --durations yes
 
 if [ -n "${CATCH2_V3:-}" ]; then
   mkdir -p "$tmp/v3/catch2"
