@@ -93,7 +93,8 @@ DeviceCache._verify = lambda self, sha256: True  # trust what the device holds: 
 """
 
 
-CPU: dict[str, list[float]] = {"b": [], "c": [], "f": []}  # CPU seconds: the ideal script, the plugin, the floor
+# CPU seconds: the ideal script, the plugin, the floor, the plugin at --against
+CPU: dict[str, list[float]] = {"b": [], "c": [], "f": [], "x": []}
 
 
 def timed_here(argv: list[str], cwd: Path, extra_path: str = "", cpu: str = "", **variables: str) -> float:
@@ -182,7 +183,7 @@ def main() -> int:
 
         def against_fresh_device() -> float:
             shutil.rmtree(device_cache, ignore_errors=True)
-            return timed_here(pytest_cmd, project, against_path)
+            return timed_here(pytest_cmd, project, against_path, cpu="x")
 
         def ours_one_at_a_time() -> float:
             shutil.rmtree(device_cache, ignore_errors=True)
@@ -241,6 +242,9 @@ def main() -> int:
         print(f"  warm / cold = {med['warm'] / med['cold']:.2f}   (target <= 0.25)")
         if against_path:
             print(f"  (c) with {args.against}: {med['x']:.2f} s; (c) / that = {med['c'] / med['x']:.2f}")
+            cpu_x = statistics.median(CPU["x"])
+            ratio = statistics.median(CPU["c"]) / cpu_x
+            print(f"  CPU (c) with {args.against}: {cpu_x:.3f} s; (c) / that = {ratio:.2f}")
         cost = med["warm"] - med["warm0"]
         print(
             f"  sha256 verification of {args.binaries} cached binaries: {cost:+.3f} s "

@@ -79,7 +79,7 @@ def test_format_declared_in_ondevice_toml_for_one_file(project):
     project.write("typo/other_test.cc", "#include <gtest/gtest.h>\nTEST(W, Works) {}\n")
     typo = project.run("typo")
     assert typo.ret == pytest.ExitCode.INTERRUPTED  # a collection error, as a broken test file is
-    known = "known: cpputest, gtest, libtest, tflm, unity"
+    known = "known: boosttest, catch2, cpputest, doctest, exitcode, exitcode_will_fail, gtest, libtest, tflm, unity"
     typo.stdout.fnmatch_lines([f"*typo/ondevice.toml: unknown test format 'gtests'; {known}"])
 
 
