@@ -1,4 +1,5 @@
-/* No framework: the exit status is the verdict, as CTest reads it. */
+/* No framework: the exit status is the verdict, as CTest reads it. (Named apart from the *_test.c
+ * pattern: a CMake project's sources are collected through CTest, not one by one.) */
 #include <stdio.h>
 #include "dot.h"
 
