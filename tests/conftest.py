@@ -120,7 +120,7 @@ def case_outcomes(result) -> dict[str, str]:
 
     found = {}
     for line in result.outlines:
-        m = re.search(r"::(\S+)\[\S+\] (PASSED|FAILED|SKIPPED|ERROR)", line)
+        m = re.search(r"::(\S.*?)\[[^\[\]\s]+\] (PASSED|FAILED|SKIPPED|ERROR)", line)  # doctest's names have spaces
         if m:
             found[m.group(1)] = m.group(2)
     return found
