@@ -13,67 +13,21 @@
 #include <boost/test/results_collector.hpp>
 #include <boost/test/tree/observer.hpp>
 
-#include <chrono>
-#include <cstdint>
-#include <cstdio>
 #include <string>
 
-extern "C" void ondevice_write(const char *data, size_t len) __attribute__((weak));
+#include "ondevice_stamp.h"
 
 namespace {
 
 namespace utf = boost::unit_test;
 
-constexpr int kMaxMessageLines = 40;  // per case: the parser keeps no more
-
-void emit(const std::string &line) {
-  std::string text = line + "\n";
-  if (ondevice_write) {  // our runtime: stdio flushed first, our line on a line of its own
-    ondevice_write(text.data(), text.size());
-  } else {
-    std::fputs(("\n" + text).c_str(), stdout);
-    std::fflush(stdout);
-  }
-}
-
-std::string draw_nonce() {
-  uint64_t x = 0;
-  if (FILE *f = std::fopen("/dev/urandom", "rb")) {
-    if (std::fread(&x, sizeof x, 1, f) != 1) x = 0;
-    std::fclose(f);
-  }
-  x ^= uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()) * 0x9e3779b97f4a7c15ull;
-  x ^= uint64_t(reinterpret_cast<uintptr_t>(&x)) << 7;  // ASLR where the source of randomness failed
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(x));
-  return buf;
-}
-
-// A name as one word: space, '%' and control characters as %XX (the parser decodes them);
-// a template case's name may hold a space (`test<std::pair<int, int>>`)
-std::string encoded(const std::string &name) {
-  std::string out;
-  for (unsigned char c : name) {
-    if (c <= ' ' || c == '%' || c == 0x7f) {
-      char hex[4];
-      std::snprintf(hex, sizeof hex, "%%%02X", c);
-      out += hex;
-    } else {
-      out += char(c);
-    }
-  }
-  return out.empty() ? "%00" : out;
-}
+using ondevice_stamp::encoded;
 
 std::string text_of(utf::const_string s) { return std::string(s.begin(), s.end()); }
 
-class Observer : public utf::test_observer {
+class Observer : public utf::test_observer, private ondevice_stamp::Stamp {
  public:
-  void declare() {
-    if (!nonce_.empty()) return;
-    nonce_ = draw_nonce();
-    emit("#ondevice nonce " + nonce_);
-  }
+  using Stamp::declare;
 
   void test_unit_start(const utf::test_unit &tu) override {
     if (tu.p_type != utf::TUT_CASE) return;
@@ -135,20 +89,8 @@ class Observer : public utf::test_observer {
   int priority() override { return 0; }  // finish after results_collector (3) and the log (2)
 
  private:
-  void mark(const std::string &body) { emit("#ondevice " + nonce_ + " " + body); }
+  void fail(const std::string &text) { fail_lines(running_, text, failed_lines_); }
 
-  void fail(const std::string &text) {
-    size_t at = 0;
-    while (at <= text.size() && failed_lines_ < kMaxMessageLines) {
-      size_t nl = text.find('\n', at);
-      mark("fail " + running_ + " " + text.substr(at, nl == std::string::npos ? std::string::npos : nl - at));
-      ++failed_lines_;
-      if (nl == std::string::npos) break;
-      at = nl + 1;
-    }
-  }
-
-  std::string nonce_;
   std::string running_;  // the case between test_unit_start and test_unit_finish (encoded)
   std::string declared_at_;  // the running case's FILE:LINE
   long cases_ = 0;       // the case lines printed: the parser counts them too

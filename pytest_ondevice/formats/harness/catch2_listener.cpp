@@ -10,68 +10,26 @@
 #define CATCH_CONFIG_EXTERNAL_INTERFACES
 #include <catch2/catch.hpp>
 
-#include <chrono>
-#include <cstdint>
-#include <cstdio>
 #include <set>
 #include <string>
 #include <vector>
 
-extern "C" void ondevice_write(const char *data, size_t len) __attribute__((weak));
+#include "ondevice_stamp.h"
 
 namespace {
 
-constexpr int kMaxMessageLines = 40;  // per failure: the parser keeps no more
-
-void emit(const std::string &line) {
-  std::string text = line + "\n";
-  if (ondevice_write) {  // our runtime: stdio flushed first, our line on a line of its own
-    ondevice_write(text.data(), text.size());
-  } else {
-    std::fputs(("\n" + text).c_str(), stdout);
-    std::fflush(stdout);
-  }
-}
-
-std::string draw_nonce() {
-  uint64_t x = 0;
-  if (FILE *f = std::fopen("/dev/urandom", "rb")) {
-    if (std::fread(&x, sizeof x, 1, f) != 1) x = 0;
-    std::fclose(f);
-  }
-  x ^= uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()) * 0x9e3779b97f4a7c15ull;
-  x ^= uint64_t(reinterpret_cast<uintptr_t>(&x)) << 7;  // ASLR where the source of randomness failed
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(x));
-  return buf;
-}
-
-// A name as one word: space, '%' and control characters as %XX (the parser decodes them)
-std::string encoded(const std::string &name) {
-  std::string out;
-  for (unsigned char c : name) {
-    if (c <= ' ' || c == '%' || c == 0x7f) {
-      char hex[4];
-      std::snprintf(hex, sizeof hex, "%%%02X", c);
-      out += hex;
-    } else {
-      out += char(c);
-    }
-  }
-  return out.empty() ? "%00" : out;
-}
+using ondevice_stamp::encoded;
+using ondevice_stamp::kMaxMessageLines;
 
 std::string where(const Catch::SourceLineInfo &at) { return std::string(at.file) + ":" + std::to_string(at.line); }
 
-class Listener : public Catch::TestEventListenerBase {
+class Listener : public Catch::TestEventListenerBase, private ondevice_stamp::Stamp {
  public:
   using TestEventListenerBase::TestEventListenerBase;
 
   void testRunStarting(const Catch::TestRunInfo &info) override {
     TestEventListenerBase::testRunStarting(info);
-    if (!nonce_.empty()) return;  // a main that runs a session twice: one run, one nonce
-    nonce_ = draw_nonce();
-    emit("#ondevice nonce " + nonce_);
+    declare();  // once: a main that runs a session twice is one run
   }
 
   void testCaseStarting(const Catch::TestCaseInfo &info) override {
@@ -155,8 +113,6 @@ class Listener : public Catch::TestEventListenerBase {
     return r.getResultType() == Catch::ResultWas::FatalErrorCondition;
   }
 
-  void mark(const std::string &body) { emit("#ondevice " + nonce_ + " " + body); }
-
   void fail(const std::string &text) {
     if (failed_lines_ < kMaxMessageLines) {
       size_t nl = text.find('\n');
@@ -178,7 +134,6 @@ class Listener : public Catch::TestEventListenerBase {
     }
   }
 
-  std::string nonce_;
   std::string running_;  // the case between testCaseStarting and testCaseEnded (encoded)
   std::vector<std::string> sections_;
   std::set<std::string> started_;

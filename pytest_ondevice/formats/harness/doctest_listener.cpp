@@ -10,56 +10,16 @@
 // parser decodes it.
 #include <doctest/doctest.h>
 
-#include <chrono>
-#include <cstdint>
-#include <cstdio>
 #include <sstream>
 #include <string>
 #include <vector>
 
-extern "C" void ondevice_write(const char *data, size_t len) __attribute__((weak));
+#include "ondevice_stamp.h"
 
 namespace {
 
-constexpr int kMaxMessageLines = 40;  // per case: the parser keeps no more
-
-void emit(const std::string &line) {
-  std::string text = line + "\n";
-  if (ondevice_write) {  // our runtime: stdio flushed first, our line on a line of its own
-    ondevice_write(text.data(), text.size());
-  } else {
-    std::fputs(("\n" + text).c_str(), stdout);
-    std::fflush(stdout);
-  }
-}
-
-std::string draw_nonce() {
-  uint64_t x = 0;
-  if (FILE *f = std::fopen("/dev/urandom", "rb")) {
-    if (std::fread(&x, sizeof x, 1, f) != 1) x = 0;
-    std::fclose(f);
-  }
-  x ^= uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()) * 0x9e3779b97f4a7c15ull;
-  x ^= uint64_t(reinterpret_cast<uintptr_t>(&x)) << 7;  // ASLR where the source of randomness failed
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(x));
-  return buf;
-}
-
-// A name as one word: space, '%' and control characters as %XX (the parser decodes them)
-std::string encoded(const std::string &name) {
-  std::string out;
-  for (unsigned char c : name) {
-    if (c <= ' ' || c == '%' || c == 0x7f) {
-      char hex[4];
-      std::snprintf(hex, sizeof hex, "%%%02X", c);
-      out += hex;
-    } else {
-      out += char(c);
-    }
-  }
-  return out.empty() ? "%00" : out;
-}
+using ondevice_stamp::encoded;
+using ondevice_stamp::kMaxMessageLines;
 
 std::string name_of(const doctest::TestCaseData &tc) {
   std::string suite = tc.m_test_suite ? tc.m_test_suite : "";
@@ -68,16 +28,14 @@ std::string name_of(const doctest::TestCaseData &tc) {
 
 std::string where(const char *file, int line) { return std::string(file ? file : "?") + ":" + std::to_string(line); }
 
-class Listener : public doctest::IReporter {
+class Listener : public doctest::IReporter, private ondevice_stamp::Stamp {
  public:
   explicit Listener(const doctest::ContextOptions &) {}
 
   void report_query(const doctest::QueryData &) override {}
 
   void test_run_start() override {
-    if (!nonce_.empty()) return;  // a main that runs a context twice: one run, one nonce
-    nonce_ = draw_nonce();
-    emit("#ondevice nonce " + nonce_);
+    declare();  // once: a main that runs a context twice is one run
   }
 
   void test_case_start(const doctest::TestCaseData &tc) override {
@@ -173,15 +131,14 @@ class Listener : public doctest::IReporter {
   }
 
  private:
-  void mark(const std::string &body) { emit("#ondevice " + nonce_ + " " + body); }
-
   void end_pending() {
     if (pending_end_.empty()) return;
     mark(pending_end_);
     pending_end_.clear();
   }
 
-  void fail(const std::string &text) { lines(text); }
+  // each line of text (a message may hold several)
+  void fail(const std::string &text) { fail_lines(running_, text, failed_lines_); }
 
   // the subcase path of a failure, after its first line
   void subcase_path() {
@@ -191,18 +148,6 @@ class Listener : public doctest::IReporter {
     fail("in subcase: " + path);
   }
 
-  // each line of text (a message may hold several)
-  void lines(const std::string &text) {
-    size_t at = 0;
-    while (at <= text.size() && failed_lines_ < kMaxMessageLines) {
-      size_t nl = text.find('\n', at);
-      mark("fail " + running_ + " " + text.substr(at, nl == std::string::npos ? std::string::npos : nl - at));
-      ++failed_lines_;
-      if (nl == std::string::npos) break;
-      at = nl + 1;
-    }
-  }
-
   // INFO() and CAPTURE() in scope: what the assertion happened under
   void contexts() {
     const int n = doctest::IReporter::get_num_active_contexts();
@@ -210,11 +155,10 @@ class Listener : public doctest::IReporter {
     for (int i = 0; i < n && failed_lines_ < kMaxMessageLines; ++i) {
       std::ostringstream text;
       scopes[i]->stringify(&text);
-      lines("  logged: " + text.str());
+      fail("  logged: " + text.str());
     }
   }
 
-  std::string nonce_;
   std::string running_;  // the case between test_case_start and test_case_end (encoded)
   std::string declared_at_;  // the running case's FILE:LINE (an exception has none of its own)
   std::string pending_end_;  // the last case's end, told at the next event

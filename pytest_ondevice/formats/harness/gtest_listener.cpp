@@ -6,48 +6,20 @@
 // leaves early never reaches.
 #include <gtest/gtest.h>
 
-#include <chrono>
-#include <cstdint>
-#include <cstdio>
 #include <string>
 
-extern "C" void ondevice_write(const char *data, size_t len) __attribute__((weak));
+#include "ondevice_stamp.h"
 
 namespace {
 
-constexpr int kMaxMessageLines = 40;  // per failure: the parser keeps no more
-
-void emit(const std::string &line) {
-  std::string text = line + "\n";
-  if (ondevice_write) {  // our runtime: stdio flushed first, our line on a line of its own
-    ondevice_write(text.data(), text.size());
-  } else {
-    std::fputs(("\n" + text).c_str(), stdout);
-    std::fflush(stdout);
-  }
-}
-
-std::string draw_nonce() {
-  uint64_t x = 0;
-  if (FILE *f = std::fopen("/dev/urandom", "rb")) {  // built with -fno-exceptions: no random_device
-    if (std::fread(&x, sizeof x, 1, f) != 1) x = 0;
-    std::fclose(f);
-  }
-  x ^= uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()) * 0x9e3779b97f4a7c15ull;
-  x ^= uint64_t(reinterpret_cast<uintptr_t>(&x)) << 7;  // ASLR where the source of randomness failed
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(x));
-  return buf;
-}
+using ondevice_stamp::kMaxMessageLines;
 
 std::string name_of(const testing::TestInfo &t) { return std::string(t.test_suite_name()) + "." + t.name(); }
 
-class Listener : public testing::EmptyTestEventListener {
+class Listener : public testing::EmptyTestEventListener, private ondevice_stamp::Stamp {
  public:
   void OnTestProgramStart(const testing::UnitTest &) override {
-    if (!nonce_.empty()) return;  // a main that calls RUN_ALL_TESTS again: one run, one nonce
-    nonce_ = draw_nonce();
-    emit("#ondevice nonce " + nonce_);
+    declare();  // once: a main that calls RUN_ALL_TESTS again is one run
   }
 
   void OnTestStart(const testing::TestInfo &t) override {
@@ -101,8 +73,6 @@ class Listener : public testing::EmptyTestEventListener {
   }
 
  private:
-  void mark(const std::string &body) { emit("#ondevice " + nonce_ + " " + body); }
-
   static std::string where(const testing::TestPartResult &p) {
     if (p.file_name() == nullptr) return "(unknown file)";
     return std::string(p.file_name()) + (p.line_number() >= 0 ? ":" + std::to_string(p.line_number()) : "");
@@ -132,7 +102,6 @@ class Listener : public testing::EmptyTestEventListener {
     }
   }
 
-  std::string nonce_;
   std::string running_;  // the case between OnTestStart and OnTestEnd
   long cases_ = 0;       // the case lines printed: the parser counts them too
 };
