@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from pytest_ondevice.formats import linemarkers
+from pytest_ondevice.formats.failure import SourceSearch
 from pytest_ondevice.formats.linemarkers import CHUNK, Expanded
 
 
@@ -195,3 +196,29 @@ def test_a_markers_file_name_is_read_as_the_c_string_it_is(tmp_path):
     found = linemarkers.read(io.StringIO(text), tmp_path)
     assert found.main == (tmp_path / 'odd "dir"/test_max.c').resolve()
     assert found.file_at(found.main, 1, "test_max") == found.main
+
+
+def test_a_failure_line_is_found_by_the_markers_and_guessed_only_without_them(tmp_path):
+    """SourceSearch with the markers' reading takes the file the case reaches; with the files
+    the compiler read (-MM, when the source could not be preprocessed) it finds two files
+    asserting at 104 and cannot tell, as before."""
+    (tmp_path / "unity.h").write_text(
+        'void UnityFail(const char *message, unsigned long line);\n#define TEST_FAIL() UnityFail("x", __LINE__)\n'
+    )
+    for name in ("avg", "max"):
+        body = f'#include "unity.h"\nstatic void {name}_pool(void) {{\n  TEST_FAIL();\n}}\n'
+        (tmp_path / f"test_{name}.c").write_text("\n" * 101 + body)
+    (tmp_path / "Unity").mkdir()
+    wrapper = tmp_path / "Unity/unity_test_pools.c"
+    wrapper.write_text(
+        '#include "../test_avg.c"\n#include "../test_max.c"\n'
+        "void test_avg(void) { avg_pool(); }\nvoid test_max(void) { max_pool(); }\n"
+    )
+    out = subprocess.run(["gcc", "-E", str(wrapper)], cwd=tmp_path, capture_output=True, text=True, check=True)
+    expanded = linemarkers.read(io.StringIO(out.stdout), tmp_path)
+    included = tuple(p.resolve() for p in (wrapper, tmp_path / "test_avg.c", tmp_path / "test_max.c"))
+    printed = "build/Unity/unity_test_pools.c"  # as a runner generated elsewhere names it
+    search = SourceSearch(tmp_path, (), "test_max", included, expanded)
+    assert search.locate(printed, 104) == ((tmp_path / "test_max.c").resolve(), "test_max.c")
+    assert SourceSearch(tmp_path, (), "test_avg", included, expanded).locate(printed, 104)[1] == "test_avg.c"
+    assert SourceSearch(tmp_path, (), "test_max", included).locate(printed, 104) is None

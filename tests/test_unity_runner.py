@@ -214,13 +214,16 @@ def test_a_runner_unitys_generator_wrote_named_among_the_sources_is_the_binarys_
 
 
 # CMSIS-NN's wrapper: Unity/unity_test_x.c #includes ../test_x.c and defines test_x(void) { x(); }
-INCLUDED_TESTS = "\n" * 100 + """\
+INCLUDED_TESTS = (
+    "\n" * 100
+    + """\
 #include "unity.h"
 static void max_pool_keeps_the_largest(void) {
   int out = 3;
   TEST_ASSERT_EQUAL_INT(4, out);
 }
 """
+)
 CMSIS_WRAPPER = """\
 #include "unity.h"
 #include "../test_max_pool.c"
@@ -241,3 +244,70 @@ def test_a_failure_in_an_included_file_is_shown_at_its_line_there(project):
     # Unity prints the wrapper's name with the included file's __LINE__ (104, past the wrapper's end)
     assert "Unity/unity_test_max_pool.c:104: Expected 4 Was 3" in text
     assert re.search(r"> test_max_pool.c:104 +TEST_ASSERT_EQUAL_INT\(4, out\);", text), text
+
+
+# Two files a wrapper includes, each with an assertion at line 104: Unity prints the wrapper's
+# name and 104 for either; the file whose assertion the failing case's function calls is the one
+AVG_POOL_TESTS = (
+    "\n" * 100
+    + """\
+#include "unity.h"
+static void avg_pool_rounds_down(void) {
+  int out = 2;
+  TEST_ASSERT_EQUAL_INT(2, out);
+}
+"""
+)
+POOLS_WRAPPER = """\
+#include "unity.h"
+#include "../test_avg_pool.c"
+#include "../test_max_pool.c"
+void setUp(void) {}
+void tearDown(void) {}
+void test_avg_pool_rounds_down(void) { avg_pool_rounds_down(); }
+void test_max_pool_keeps_the_largest(void) { max_pool_keeps_the_largest(); }
+"""
+# a wrapper whose own (passing) case asserts at line 5, the line of the included file's failure
+CONV_TESTS = """\
+#include "unity.h"
+/* the wrapper's case calls this */
+static void conv_pads_the_edges(void) {
+  int edge = 0;
+  TEST_ASSERT_EQUAL_INT(1, edge);
+}
+"""
+CONV_WRAPPER = """\
+#include "unity.h"
+#include "../test_conv.c"
+void setUp(void) {}
+void tearDown(void) {}
+void test_wrapper_own(void) { TEST_ASSERT_EQUAL_INT(1, 1); }
+void test_conv_pads_the_edges(void) { conv_pads_the_edges(); }
+"""
+
+
+def test_an_included_files_line_is_the_one_the_failing_case_reaches(project):
+    """The text of the files cannot tell these apart (two files assert at 104; the wrapper
+    itself asserts at 5): the preprocessor's line markers place each expanded assertion in
+    its file and function, and the failing case's function calls one of them."""
+    unity_project(project)
+    project.write("test_max_pool.c", INCLUDED_TESTS)
+    project.write("test_avg_pool.c", AVG_POOL_TESTS)
+    project.write("test_conv.c", CONV_TESTS)
+    project.write("Unity/unity_test_pools.c", POOLS_WRAPPER)
+    project.write("Unity/unity_test_conv.c", CONV_WRAPPER)
+    project.write("Unity/ondevice.toml", 'sources = ["../unity/unity.c"]\ninclude_dirs = ["../unity"]\n')
+    result = project.run("-v", "-p", "no:randomly", "-o", "ondevice_files=unity_test_*.c")
+    assert case_outcomes(result) == {
+        "test_avg_pool_rounds_down": "PASSED",
+        "test_max_pool_keeps_the_largest": "FAILED",
+        "test_wrapper_own": "PASSED",
+        "test_conv_pads_the_edges": "FAILED",
+    }, result.stdout.str()
+    text = result.stdout.str()
+    assert "Unity/unity_test_pools.c:104: Expected 4 Was 3" in text
+    assert re.search(r"> test_max_pool.c:104 +TEST_ASSERT_EQUAL_INT\(4, out\);", text), text
+    assert "test_avg_pool.c:104" not in text
+    assert "Unity/unity_test_conv.c:5: Expected 1 Was 0" in text
+    assert re.search(r"> test_conv.c:5 +TEST_ASSERT_EQUAL_INT\(1, edge\);", text), text
+    assert not re.search(r"> Unity/unity_test_conv.c:5 ", text)

@@ -26,7 +26,8 @@ from typing import TypeVar
 from ..config.board import BUILTIN_DIR, Board, debian_arch
 from ..config.dirconfig import BuildFlags, DirConfig, FileSettings
 from ..config.keys import CUDA_SUFFIX
-from ..formats import NO_NEEDS, Needs
+from ..formats import NO_NEEDS, Needs, linemarkers
+from ..formats.linemarkers import Expanded
 from . import elf, inputs, pkgconfig, sizecheck, toolchain
 from .buildstats import KEY_CHARS, BuildStats
 from .errors import BuildError, EntryLost, LinkError
@@ -398,6 +399,28 @@ class Builder:
             return tuple(Path(w).resolve() for w in words if Path(w).is_file())
 
         return self._memo.once(("included", board.name, source), ask)
+
+    def expanded(self, board: Board, tc: ResolvedToolchain, cfg: DirConfig, source: Path) -> Expanded:
+        """Where this source's Unity assertions were expanded, as the compiler saw them: its
+        preprocessed text (-E with the build's own flags, line markers kept) read as it is
+        written out, once per board and source a session. A line Unity names after a wrapper
+        is then the included file's by the preprocessor's word, not by a guess."""
+
+        def ask() -> Expanded:
+            flags = pkgconfig.merged(cfg.for_file(source, board.name, board.kind).flags, self._pkg_flags(board, cfg))
+            args = [a for a in self._compile_args(board, source, flags) if a not in ("-c", str(source))]
+            command, _ = self._compiler(board, tc, source, args)
+            if source.suffix == CUDA_SUFFIX:  # the host pass's view, as compiled_out's
+                command = _cuda().preprocess_argv(command)
+            out = self.store.staging() / "expanded.i"
+            try:
+                self._tools.run([*command, "-E", str(source), "-o", str(out)], "preprocess")
+                with out.open(encoding="utf-8", errors="replace") as text:
+                    return linemarkers.read(text, self._tools.cwd)
+            finally:
+                out.unlink(missing_ok=True)  # megabytes of headers: read once, not kept
+
+        return self._memo.once(("expanded", board.name, source), ask)
 
     def compiled_out(
         self, board: Board, tc: ResolvedToolchain, cfg: DirConfig, source: Path, cases: dict[str, int]

@@ -10,6 +10,8 @@ from pathlib import Path
 from _pytest._code.code import ReprFileLocation, TerminalRepr
 from _pytest._io import TerminalWriter
 
+from .linemarkers import Expanded
+
 _QUOTED_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.MULTILINE)
 _LOCATION = re.compile(r"(?P<file>[\w./+-]+\.(?:c|cc|cpp|cxx|c\+\+|C|h|hh|hpp)):(?P<line>\d+)")
 CONTEXT = 2  # lines shown above and below a failing line
@@ -26,8 +28,11 @@ class SourceSearch:
     dirs: tuple[Path, ...] = ()  # the test source's directory, then its include path
     case: str = ""  # the failing case: its function's file wins over a wrapper that includes it
     # the files the compiler read for the binary's source (its dependency list): a line a
-    # framework prints under the wrapper's name is looked up in the file that has it
+    # framework prints under the wrapper's name is looked up in the file that has it; the
+    # guess made only when the source's preprocessed text could not be read (`expanded`)
     included: tuple[Path, ...] = ()
+    # where the source's Unity assertions were expanded, from its preprocessed text
+    expanded: Expanded | None = None
 
     def locate(self, name: str, number: int) -> tuple[Path, str] | None:
         """The file a printed `name:number` means, and how to show it (as printed when it is
@@ -58,8 +63,12 @@ class SourceSearch:
     def _through_includes(self, path: Path, number: int) -> Path | None:
         """A framework that names the file it was started from (Unity's runner, a wrapper
         that #includes the tests) prints the included file's __LINE__ under the wrapper's
-        name: the line is the one file of those the compiler read that has an assertion
-        there, when the named file has none."""
+        name. The preprocessor's line markers say in which file an assertion with that
+        __LINE__ was expanded, the one the failing case reaches first (linemarkers.py);
+        without them, the line is the one file of those the compiler read that has an
+        assertion there by its text, when the named file has none."""
+        if self.expanded is not None:
+            return self.expanded.file_at(path, number, self.case)
         if not self.included or _asserts_at(path, number):
             return None
         found = [p for p in self.included if p != path and _asserts_at(p, number)]

@@ -22,6 +22,7 @@ from ..formats.benchline import MEMORY_UNIT, RSS_NAME
 from ..formats.devlog import describe_end
 from ..formats.discover import Case
 from ..formats.failure import CaseFailureRepr, SourceSearch, located
+from ..formats.linemarkers import Expanded
 from ..formats.verdicts import Outcome, Verdict
 from ..records.bench import BenchRecordError, as_property, compare, measure
 from ..records.bench import key as bench_key
@@ -214,16 +215,21 @@ class DeviceVerdictItem(pytest.Item):
         directory, its include path (ondevice.toml)."""
         dirs: tuple[Path, ...] = (self.path.parent,)
         included: tuple[Path, ...] = ()
+        expanded: Expanded | None = None
         session, spec = self.config.stash.get(SESSION_KEY, None), getattr(self, "spec", None)
         if session is not None and spec is not None:
             with contextlib.suppress(ConfigError):
                 dirs += session.dir_config(spec.source).for_file(spec.source, spec.board.name).flags.include_dirs
-            if spec.crate is None and spec.ctest is None:  # a failure only: one -MM a binary
+            if spec.crate is None and spec.ctest is None:  # a failure only: one -E or -MM a binary
                 with contextlib.suppress(Exception):  # the line then shows as printed
                     cfg = session.dir_config(spec.source)
                     tc = toolchain.resolve(spec.board)
-                    included = session.builder.included(spec.board, tc, cfg, spec.source)
-        return SourceSearch(self.config.rootpath, dirs, getattr(self, "case", ""), included)
+                    if spec.format == "unity":  # Unity names a wrapper's file with an included file's line
+                        with contextlib.suppress(Exception):  # then the files' text is searched
+                            expanded = session.builder.expanded(spec.board, tc, cfg, spec.source)
+                    if expanded is None:
+                        included = session.builder.included(spec.board, tc, cfg, spec.source)
+        return SourceSearch(self.config.rootpath, dirs, getattr(self, "case", ""), included, expanded)
 
     def repr_failure(self, excinfo, style=None) -> str | TerminalRepr:
         if isinstance(excinfo.value, CaseFailed):
