@@ -145,8 +145,7 @@ class UnityParser(CaseStream):
             return self.crashed_in
         if self._exit_blamed:
             return self.exited_in
-        ended = {n for n, r in self.cases.items() if r.outcome is not None}
-        return next((n for n in self.order or tuple(expected) if n not in ended), None)
+        return self.first_without_verdict(expected)
 
     def verdicts(self, expected: list[str], end: RunEnd) -> BinaryVerdicts:
         if self.fault and not end.fault:
@@ -179,6 +178,18 @@ class UnityParser(CaseStream):
                     "the verdict lines of the cases after it",
                     None,
                     v.log if v is not None else self._pending.text(),
+                )
+        if self.exited_in in result.cases and self.summary is None and self.crashed_in is None:
+            # the program ended in (or right after) this case, before Unity's summary: its
+            # verdict line may be its own print, so it is not believed
+            v = result.cases[self.exited_in]
+            if v.outcome is not Outcome.FAILED:
+                result.cases[self.exited_in] = Verdict(
+                    Outcome.FAILED,
+                    "the program exited while this case was running (exit() in the test?), before Unity's "
+                    "closing summary: its verdict line is not believed",
+                    None,
+                    v.log,
                 )
         return result
 

@@ -53,7 +53,9 @@ static size_t put(char *p, size_t at, size_t cap, const char *s) {
 static void unity_mark(const char *what) {
   const char *name = Unity.current_test_name ? Unity.current_test_name : "-";
   char line[512];
-  size_t n = put(line, 0, sizeof line - 1, "\n#ondevice ");
+  size_t n = 1;
+  line[0] = '\n'; /* its own line, whatever the test printed last (put() blanks newlines) */
+  n = put(line, n, sizeof line - 1, "#ondevice ");
   n = put(line, n, sizeof line - 1, unity_nonce);
   n = put(line, n, sizeof line - 1, what);
   n = put(line, n, sizeof line - 1, name);
