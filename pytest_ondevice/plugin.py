@@ -248,6 +248,17 @@ def pytest_configure(config: pytest.Config) -> None:
     _freeze_imported_objects(config)
 
 
+def pytest_report_header(config: pytest.Config) -> str | None:
+    """A project set up for us but run without a board collects none of its device tests:
+    said at the top, so that "collected 0 items" is not a riddle."""
+    if selected_boards(config) or not config.getini("ondevice_cmake"):
+        return None
+    return (
+        "ondevice: no board selected, so ondevice_cmake's tests are not collected: "
+        "--board=host runs them here (ondevice_board in the ini makes it the default)"
+    )
+
+
 def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> tuple[str, str, Any] | None:
     """--build-only: an item whose binary was built counts as built ("12 built"), neither
     passed (nothing ran) nor skipped (nothing was left out)."""

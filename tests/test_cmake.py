@@ -1,22 +1,33 @@
 """A CMake project run as it is (ondevice_cmake): configured per board, built by CMake, its
-tests listed by CTest, one item per case, with CTest's verdicts on the host; on rpi under
-qemu-user and over a real sshd on loopback, with the project's shared library pushed."""
+tests listed by CTest, one item per case (Unity, GoogleTest, Catch2, doctest, Boost.Test),
+with CTest's verdicts on the host; on rpi under qemu-user and over a real sshd on loopback,
+with the project's shared library pushed; on an Android stand-in over the real adb server;
+its framework-free and Unity tests on bare metal (QEMU's mps2-an386 and stm32vldiscovery)."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, case_outcomes
+from conftest import EXAMPLES, REPO, case_outcomes
 
 from pytest_ondevice.compiling.cmake import STAMP
 
-EXPECTED = {"Dot.Empty": "PASSED", "Dot.Saturates32Bits": "PASSED", "Dot.Negative": "PASSED"}
-EXPECTED |= {"dot_of_nothing_is_0": "PASSED", "dot_of_two": "PASSED", "dot_exit": "PASSED", "reads_input": "PASSED"}
+CASES = ["Dot.Empty", "Dot.Saturates32Bits", "Dot.Negative", "dot_of_nothing_is_0", "dot_of_two"]
+CASES += ["dot is symmetric", "dot of a vector with itself is its squared norm", "dot_exit", "reads_input"]
+CASES += ["test_dot_of_one", "test_dot_accumulates_past_int8", "dot/zero_vector", "dot/scaled"]
+EXPECTED = dict.fromkeys(CASES, "PASSED")
 PLAIN = {"dot_exit": "PASSED", "reads_input": "PASSED"}  # both link libdot.so
+BARE = {"dot_exit": "PASSED", "reads_input": "ERROR", "test_dot_of_one": "PASSED"}
+BARE |= {"test_dot_accumulates_past_int8": "PASSED"}  # no file system, no C++ frameworks found for the board
+# the planted bug (dot.c adds 1 at i == 1) fails the cases with two or more elements
+PLANTED = {"Dot.Saturates32Bits", "Dot.Negative", "dot_of_two", "dot of a vector with itself is its squared norm"}
+PLANTED |= {"dot_exit", "reads_input", "test_dot_accumulates_past_int8", "dot/zero_vector", "dot/scaled"}
+UNITY = REPO / "tests" / "support" / "unity"  # the project brings its Unity (a stand-in of ours: none is packaged)
 needs_cmake = pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake is not installed")
 pytestmark = needs_cmake
 
@@ -24,7 +35,11 @@ pytestmark = needs_cmake
 def with_ini(project, *lines: str) -> None:
     """The project's ini, with examples/cmake copied in as its CMake project, and lines more."""
     base = [f"ondevice_build_dir = {project.path / '_build'}", f"ondevice_cache_dir = {project.path / '_cache'}"]
-    project.pytester.makeini("\n".join(["[pytest]", *base, "ondevice_cmake = proj", *lines]) + "\n")
+    cache = [line for line in lines if line.startswith("ondevice_cmake_cache")]
+    cache = cache or ["ondevice_cmake_cache ="]
+    cache[0] += f"\n  UNITY_DIR={UNITY}"
+    others = [line for line in lines if not line.startswith("ondevice_cmake_cache")]
+    project.pytester.makeini("\n".join(["[pytest]", *base, "ondevice_cmake = proj", *cache, *others]) + "\n")
 
 
 @pytest.fixture
@@ -42,10 +57,8 @@ def ctest(build_dir: Path) -> dict[str, str]:
     """CTest's own verdicts on the same build tree: {test: Passed|Failed}."""
     out = subprocess.run(["ctest"], cwd=build_dir, capture_output=True, text=True).stdout
     verdicts = {}
-    for line in out.splitlines():
-        if "Test #" in line and "sec" in line:
-            name = line.split(": ", 1)[1].split(" ")[0]
-            verdicts[name] = "Passed" if "Passed" in line else "Failed"
+    for m in re.finditer(r"Test +#\d+: (.+?) \.+ *(?:\*\*\*)?(\w+)", out):
+        verdicts[m.group(1)] = "Passed" if m.group(2) == "Passed" else "Failed"
     return verdicts
 
 
@@ -60,19 +73,25 @@ def test_a_cmake_project_runs_as_it_is_one_item_per_case_with_ctests_verdicts(cm
 def test_ctest_labels_are_markers(cmake_project):
     result = cmake_project.run("-m", "io", "-v")
     assert case_outcomes(result) == {"reads_input": "PASSED"}
-    result.assert_outcomes(passed=1, deselected=6)
+    result.assert_outcomes(passed=1, deselected=len(EXPECTED) - 1)
+
+
+def plant_bug(project) -> None:
+    dot = project.path / "proj" / "src" / "dot.c"
+    dot.write_text(dot.read_text().replace("sum += a[i] * b[i];", "sum += a[i] * b[i] + (i == 1);"))
 
 
 def test_a_planted_bug_fails_exactly_the_cases_that_exercise_it_as_ctest_says(cmake_project):
-    dot = cmake_project.path / "proj" / "src" / "dot.c"
-    dot.write_text(dot.read_text().replace("sum += a[i] * b[i];", "sum += a[i] * b[i] + (i == 1);"))
+    plant_bug(cmake_project)
     result = cmake_project.run("-v")
-    failed = {"Dot.Saturates32Bits", "Dot.Negative", "dot_of_two", "dot_exit", "reads_input"}
-    assert case_outcomes(result) == {c: "FAILED" if c in failed else "PASSED" for c in EXPECTED}
+    assert case_outcomes(result) == {c: "FAILED" if c in PLANTED else "PASSED" for c in EXPECTED}
     result.stdout.fnmatch_lines(["*/proj/tests/dot_gtest.cc:10: Failure"])  # the failing assertion, in the source
+    result.stdout.fnmatch_lines(["*tests/dot_unity.c:20: Expected 48387 Was 48388*"])
     (build_dir,) = build_dirs(cmake_project, "host")
     verdicts = ctest(build_dir)
-    assert {t for t, v in verdicts.items() if v == "Failed"} == failed
+    # CTest has one line per executable where it has no discovered cases: Unity's, Boost.Test's
+    per_binary = {"dot_unity": "test_dot_accumulates_past_int8", "dot_boost": "dot/scaled"}
+    assert {per_binary.get(t, t) for t, v in verdicts.items() if v == "Failed"} == PLANTED - {"dot/zero_vector"}
 
 
 def test_a_forged_gtest_pass_line_is_not_believed(cmake_project):
@@ -130,16 +149,16 @@ def test_a_target_that_does_not_build_errors_its_tests_and_the_others_run(cmake_
 
 
 def test_the_project_is_configured_again_only_when_cmakes_inputs_changed(cmake_project):
-    cmake_project.run().assert_outcomes(passed=7)
+    cmake_project.run().assert_outcomes(passed=len(EXPECTED))
     (build_dir,) = build_dirs(cmake_project, "host")
     stamp = build_dir / STAMP
     first = stamp.stat().st_mtime_ns
-    cmake_project.run().assert_outcomes(passed=7)
+    cmake_project.run().assert_outcomes(passed=len(EXPECTED))
     assert stamp.stat().st_mtime_ns == first  # nothing changed: not configured again
     cmake = cmake_project.path / "proj" / "CMakeLists.txt"
     cmake.write_text(cmake.read_text() + "\n# an edit\n")
     os.utime(cmake, ns=(first + 10**9, first + 10**9))
-    cmake_project.run().assert_outcomes(passed=7)
+    cmake_project.run().assert_outcomes(passed=len(EXPECTED))
     assert stamp.stat().st_mtime_ns != first
 
 
@@ -175,3 +194,52 @@ def test_without_a_build_tree_runpath_the_project_library_is_found_beside_the_bi
     discovered = {k: "ERROR" for k in EXPECTED if k.startswith("Dot.")}
     assert case_outcomes(result) == {**discovered, **PLAIN}, result.stdout.str()
     result.stdout.fnmatch_lines(["*CMake did not build*", "*libdot.so: cannot open shared object file*"])
+
+
+def test_a_unity_case_that_prints_its_own_pass_line_and_leaves_is_not_believed(cmake_project):
+    """Unity's verdict lines are text a case can print: the board's runtime, linked into every
+    executable, stamps the exit with the case Unity was running."""
+    unity_test = cmake_project.path / "proj" / "tests" / "dot_unity.c"
+    unity_test.write_text(
+        unity_test.read_text()
+        .replace('#include "dot.h"', '#include "dot.h"\n#include <stdio.h>\n#include <stdlib.h>')
+        .replace(
+            "  TEST_ASSERT_EQUAL_INT(-21, dot_s8(a, b, 1));",
+            '  printf("%s:13:test_dot_of_one:PASS\\n", __FILE__);\n  exit(0);',
+        )
+    )
+    result = cmake_project.run("-v", "-k", "test_dot")
+    assert case_outcomes(result) == {"test_dot_of_one": "FAILED", "test_dot_accumulates_past_int8": "FAILED"}
+    result.stdout.fnmatch_lines(["*the program exited while this case was running*"])
+
+
+@pytest.mark.slow
+def test_on_bare_metal_the_framework_free_and_unity_tests_run_and_a_file_reader_is_an_error(cmake_project):
+    result = cmake_project.run("-v", board="mps2-an386")
+    assert case_outcomes(result) == BARE, result.stdout.str()
+    result.stdout.fnmatch_lines(["*CTest test reads_input reads files (*tests/inputs), but mps2-an386 is bare metal*"])
+    plant_bug(cmake_project)
+    result = cmake_project.run("-v", board="bluepill-qemu")
+    bugged = {c: "FAILED" if c in PLANTED and v == "PASSED" else v for c, v in BARE.items()}
+    assert case_outcomes(result) == bugged, result.stdout.str()
+    result.stdout.fnmatch_lines(["*tests/dot_unity.c:20: Expected 48387 Was 48388*"])
+
+
+@pytest.mark.slow
+def test_on_an_android_phone_over_adb_the_executables_are_static_and_the_inputs_go_along(cmake_project, tmp_path):
+    from support.adb_standin import AdbServer, StandinDevice, standin_unavailable
+
+    if (why := standin_unavailable()) is not None:
+        pytest.skip(why)
+    with AdbServer(tmp_path / "adb-home") as server:
+        device = StandinDevice(tmp_path / "device").start()
+        try:
+            server.connect(device)
+            with_ini(cmake_project, f"ondevice_adb_server = 127.0.0.1:{server.port}")
+            result = cmake_project.run("-v", f"--device=adb:{device.serial}", board="android-arm64")
+            assert case_outcomes(result) == EXPECTED, result.stdout.str()
+        finally:
+            server.disconnect(device)
+            device.stop()
+    (build_dir,) = build_dirs(cmake_project, "android-arm64")
+    assert not list(build_dir.glob("*.so")), "a phone has no loader for the project's glibc libraries"

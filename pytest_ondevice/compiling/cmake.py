@@ -24,12 +24,21 @@ from pathlib import Path
 from ..config.board import Board
 from ..formats import HARNESS_DIR
 from .errors import BuildError
+from .linking import filled_linker_script
 from .toolchain import ResolvedToolchain
 
 HOOKS_SCRIPT = Path(__file__).resolve().parent / "cmake_hooks.cmake"
-# format -> (a regex of the LINK_LIBRARIES that use its framework, its hook in formats/harness/):
-# linked into each such executable; a format without one here is not read from a CMake build
-FRAMEWORK_HOOKS = {"gtest": ("gtest|GTest", "gtest_listener.cpp"), "catch2": ("Catch2", "catch2_listener.cpp")}
+# format -> (a regex of the LINK_LIBRARIES that use its framework, a regex of the headers its
+# sources include, its hook in formats/harness/): linked into each such executable
+FRAMEWORK_HOOKS = {
+    "gtest": ("gtest|GTest", r"gtest/gtest\.h", "gtest_listener.cpp"),
+    "catch2": ("Catch2", r"catch2?/catch|catch\.hpp", "catch2_listener.cpp"),
+    "doctest": ("doctest", r"doctest", "doctest_listener.cpp"),
+    "boosttest": ("unit_test_framework|boost_unit_test", r"boost/test/", "boosttest_observer.cpp"),
+}
+# formats whose verdicts a CMake build's are believed: those with a hook, and Unity, whose
+# hook is the board's runtime (linked into every executable: it names Unity's running case)
+RECOGNISED = (*FRAMEWORK_HOOKS, "unity")
 QUERY = Path(".cmake/api/v1/query")
 REPLY = Path(".cmake/api/v1/reply")
 STAMP = ".ondevice-configured"  # the digest of what the last configure was given
@@ -96,9 +105,10 @@ class Configured:
         return [a for t in self.targets.values() if t.kind == "SHARED_LIBRARY" for a in t.artifacts if a.suffix]
 
 
-def toolchain_file(board: Board, tc: ResolvedToolchain) -> str:
+def toolchain_file(board: Board, tc: ResolvedToolchain, linker_script: Path | None = None) -> str:
     """The board as CMake reads it: its compilers, the flags that name the target, the
-    system, and the emulator CTest runs a cross test under."""
+    system, the emulator CTest runs a cross test under; on bare metal the board's link
+    (its specs, no start files, its linker script: the runtime comes with every executable)."""
     lines = [f"# made by pytest-ondevice from {board.path}: do not edit"]
     if board.kind in SYSTEM:
         lines += [f"set(CMAKE_SYSTEM_NAME {SYSTEM[board.kind]})", f"set(CMAKE_SYSTEM_PROCESSOR {board.arch})"]
@@ -114,14 +124,53 @@ def toolchain_file(board: Board, tc: ResolvedToolchain) -> str:
         sysroot = ["-L", emulator["sysroot"]] if emulator.get("sysroot") else []
         argv = [emulator.get("binary", "qemu-aarch64"), *sysroot]
         lines.append(f"set(CMAKE_CROSSCOMPILING_EMULATOR {' '.join(_cmake_quote(a) for a in argv)})")
-    if board.kind == "baremetal":
+    static = static_only(board, tc)
+    # a Linux board's -static is for our one-file binaries; a project's shared libraries go with its tests
+    link = [f for f in tc.ldflags if f != "-static" or static or board.kind == "baremetal"]
+    if linker_script is not None:
+        link.append(f"-T{linker_script}")
+    if link:
+        lines.append(f"set(CMAKE_EXE_LINKER_FLAGS_INIT {_cmake_quote(shlex.join(link))})")
+    if static:
+        lines.append('set(BUILD_SHARED_LIBS OFF CACHE BOOL "the device loads no shared library of this toolchain")')
+    if board.kind == "baremetal":  # no link tests; no package of the host's is the board's
         lines.append("set(CMAKE_TRY_COMPILE_TARGET_TYPE STATIC_LIBRARY)")
+        root = board.toolchain.sysroot or f"/usr/lib/{board.toolchain.gnu or 'none'}"
+        lines.append(f"set(CMAKE_FIND_ROOT_PATH {_cmake_quote(root)})")
+        lines += [f"set(CMAKE_FIND_ROOT_PATH_MODE_{kind} ONLY)" for kind in ("INCLUDE", "PACKAGE")]
+        if not board.toolchain.sysroot:
+            lines.append("set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)")
     if board.kind != "host":
         lines += [
             "set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)",
             "set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)" if board.toolchain.sysroot else "",
         ]
     return "\n".join(line for line in lines if line) + "\n"
+
+
+def static_only(board: Board, tc: ResolvedToolchain) -> bool:
+    """Whether the board's executables are static (no loader for the project's libraries)."""
+    return board.kind == "baremetal" or (board.toolchain.static_only and tc.kind != "ndk")
+
+
+def hook_definitions(board: Board, linker_script: Path | None = None) -> list[str]:
+    """What the hooks script (cmake_hooks.cmake) is told: each framework's hook, and the
+    board's runtime with the board's own defines (an UART's address), for every executable."""
+    hooks = ";".join(f"{libs}={headers}={HARNESS_DIR / source}" for libs, headers, source in FRAMEWORK_HOOKS.values())
+    defines = [f for f in board.toolchain.cflags if f.startswith("-D")]
+    return [
+        f"-DCMAKE_PROJECT_INCLUDE={HOOKS_SCRIPT}",
+        f"-DONDEVICE_HOOKS={hooks}",
+        f"-DONDEVICE_RUNTIME={';'.join(str(p) for p in board.toolchain.runtime)}",
+        f"-DONDEVICE_RUNTIME_OPTIONS={';'.join(defines)}",
+        f"-DONDEVICE_LINK_DEPENDS={linker_script or ''}",
+    ]
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    """Written only when it differs: CMake rebuilds what depends on a file that is newer."""
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
 
 
 def _cmake_quote(text: str) -> str:
@@ -147,10 +196,16 @@ def configure(project: CMakeProject, board: Board, tc: ResolvedToolchain, build_
     """The board's build tree, configured (again only when CMake's inputs changed), with
     its targets and its tests."""
     build_dir.mkdir(parents=True, exist_ok=True)
+    script = filled_linker_script(board)
+    linker_script = build_dir / "ondevice-link.ld" if script is not None else None
+    if linker_script is not None and script is not None:
+        _write_if_changed(linker_script, script)
     toolchain = build_dir / "ondevice-toolchain.cmake"
-    text = toolchain_file(board, tc)
-    if not toolchain.exists() or toolchain.read_text() != text:
-        toolchain.write_text(text)
+    text = toolchain_file(board, tc, linker_script)
+    if toolchain.exists() and toolchain.read_text() != text:  # CMake keeps what it found with the old one
+        (build_dir / "CMakeCache.txt").unlink(missing_ok=True)
+        shutil.rmtree(build_dir / "CMakeFiles", ignore_errors=True)
+    _write_if_changed(toolchain, text)
     for kind in ("codemodel-v2", "cmakeFiles-v1"):
         (build_dir / QUERY).mkdir(parents=True, exist_ok=True)
         (build_dir / QUERY / kind).touch()
@@ -161,11 +216,10 @@ def configure(project: CMakeProject, board: Board, tc: ResolvedToolchain, build_
         "-B",
         str(build_dir),
         f"-DCMAKE_TOOLCHAIN_FILE={toolchain}",
-        f"-DCMAKE_PROJECT_INCLUDE={HOOKS_SCRIPT}",
-        f"-DONDEVICE_HOOKS={';'.join(f'{regex}={HARNESS_DIR / source}' for regex, source in FRAMEWORK_HOOKS.values())}",
+        *hook_definitions(board, linker_script),
         *(f"-D{name}={value}" for name, value in project.cache),
     ]
-    digest = hashlib.sha256(json.dumps([args[2:], text]).encode()).hexdigest()
+    digest = hashlib.sha256(json.dumps([args[2:], text, script]).encode()).hexdigest()
     if not (build_dir / "CMakeCache.txt").exists() and shutil.which("ninja"):  # a tree keeps its generator
         args += ["-G", "Ninja"]
     stamp = build_dir / STAMP
@@ -210,7 +264,11 @@ def list_tests(build_dir: Path) -> list[CTestTest]:
     info = json.loads(done.stdout)
     graph = info.get("backtraceGraph", {})
     tests = []
+    declared: dict[str, tuple[str, ...]] | None = None
     for entry in info.get("tests", []):
+        if not entry.get("command"):  # CTest drops the command of an executable not built
+            declared = _declared_commands(build_dir) if declared is None else declared
+            entry = {**entry, "command": declared.get(entry["name"], ())}
         props = {p["name"]: p["value"] for p in entry.get("properties", [])}
         where = _where(graph, entry.get("backtrace"))
         tests.append(
@@ -230,6 +288,32 @@ def list_tests(build_dir: Path) -> list[CTestTest]:
             )
         )
     return tests
+
+
+_ARGUMENT = re.compile(r'\[(=*)\[(.*?)\]\1\]|"((?:[^"\\]|\\.)*)"|([^\s()"]+)')
+
+
+def _declared_commands(build_dir: Path) -> dict[str, tuple[str, ...]]:
+    """Each test's command as CMake wrote it in the CTestTestfile.cmake files (CTest lists
+    none for an executable that is not there): so that a test whose target did not build is
+    that target's, its items errors saying why."""
+    found: dict[str, tuple[str, ...]] = {}
+    for testfile in build_dir.rglob("CTestTestfile.cmake"):
+        for line in testfile.read_text(errors="replace").splitlines():
+            if line.startswith("add_test("):
+                words = [_word(m) for m in _ARGUMENT.finditer(line[len("add_test(") :])]
+                if len(words) >= 2:
+                    found.setdefault(words[0], tuple(words[1:]))
+    return found
+
+
+def _word(m: re.Match) -> str:
+    """One argument of CMake's: [=[bracketed]=], "quoted" (with escapes) or bare."""
+    if m.group(2) is not None:
+        return m.group(2)
+    if m.group(3) is not None:
+        return re.sub(r"\\(.)", r"\1", m.group(3))
+    return m.group(4)
 
 
 def _where(graph: dict, index: int | None) -> tuple[Path | None, int | None]:

@@ -128,25 +128,34 @@ class Linker:
 
     def linker_script(self, board: Board) -> Path | None:
         """The board's script with its [memory] figures filled in, stored by its content."""
-        template = board.toolchain.linker_script
-        if template is None:
+        text = filled_linker_script(board)
+        if text is None:
             return None
-        mem = board.memory
-        values = {
-            "FLASH_ORIGIN": hex(mem.flash_origin),
-            "FLASH_SIZE": str(mem.flash or 0),
-            "RAM_ORIGIN": hex(mem.ram_origin),
-            "RAM_SIZE": str(mem.ram or 0),
-            "STACK_SIZE": str(mem.stack),
-        }
-        text = template.read_text()
-        for key, value in values.items():
-            text = text.replace(f"@{key}@", value)
 
         def store() -> Path:
             return self.reuse.stored(key_of("linker-script", text), "link.ld", lambda out: out.write_text(text))
 
         return self.memo.once(("ld", text), store)
+
+
+def filled_linker_script(board: Board) -> str | None:
+    """The board's linker script with its [memory] figures in place of @FLASH_ORIGIN@ and
+    its kin: one text for our builds and a CMake project's."""
+    template = board.toolchain.linker_script
+    if template is None:
+        return None
+    mem = board.memory
+    values = {
+        "FLASH_ORIGIN": hex(mem.flash_origin),
+        "FLASH_SIZE": str(mem.flash or 0),
+        "RAM_ORIGIN": hex(mem.ram_origin),
+        "RAM_SIZE": str(mem.ram or 0),
+        "STACK_SIZE": str(mem.stack),
+    }
+    text = template.read_text()
+    for key, value in values.items():
+        text = text.replace(f"@{key}@", value)
+    return text
 
 
 def prebuilt_inputs(board: Board, cfg: DirConfig) -> list[Path]:

@@ -49,6 +49,9 @@ TOOLCHAIN_SPEC = {
     "ndk_home": str,
     # Rust: cargo's --target for this board (Linux gnu targets are linked statically); none on the host
     "rust_target": str,
+    # the device has no libc for the GNU or zig fallback's dynamic executables (a phone's is
+    # bionic): a CMake project's executables are linked static and its libraries built static
+    "static_only": bool,
 }
 MEMORY_SPEC = {
     "flash": int,
@@ -102,6 +105,7 @@ class Toolchain:
     ndk_target: str | None = None
     ndk_home: str | None = None
     rust_target: str | None = None
+    static_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -293,6 +297,7 @@ def _build(name: str, path: Path, data: dict[str, Any]) -> Board:
         ndk_target=tc.get("ndk_target"),
         ndk_home=tc.get("ndk_home"),
         rust_target=tc.get("rust_target"),
+        static_only=tc.get("static_only", False),
     )
     return Board(
         name=name,

@@ -55,19 +55,30 @@ LOST_RETRIES = 2  # rebuilds of a binary whose cache entries keep vanishing, bef
 def live(engine: Engine, spec: BinarySpec, earlier: tuple[Rerun, ...] = ()) -> BinaryResult:
     """The binary's result: built (by the time it is asked for, usually already), then run
     on the first device of its board that can, its output read into verdicts."""
-    built = _ready(engine, spec, lambda: _intact(engine, spec, engine.build_future(spec).result()))
+    if spec.ctest is not None and spec.ctest.data and spec.board.kind == "baremetal":
+        built: tuple[Artifact, float, Any] | BinaryResult = _no_files(spec, spec.ctest.data)
+    else:
+        built = _ready(engine, spec, lambda: _intact(engine, spec, engine.build_future(spec).result()))
     if not isinstance(built, tuple):
         result: BinaryResult = built
     elif built[2] and spec.board.kind == "baremetal":  # a configuration error: never a test failure
-        result = InfraError(
-            message=f"{spec.rel} declares data files, but {spec.board.name} is bare metal and has no "
-            "file system: embed the data in the binary (e.g. as a const array)"
-        )
+        result = _no_files(spec, built[2])
     elif engine.settings.build_only:
         result = Built(artifact=built[0])
     else:
         result = _on_a_device(engine, spec, *built)
     return replace(result, reruns=(*earlier, *result.reruns)) if earlier else result
+
+
+def _no_files(spec: BinarySpec, data) -> InfraError:
+    """A test that reads files, on a board with no file system: an error naming the test
+    and its files, whether the build would link (newlib has no open()) or not."""
+    files = ", ".join(str(d) for d in data)
+    who = f"CTest test {', '.join(spec.ctest.tests)}" if spec.ctest is not None else spec.rel
+    return InfraError(
+        message=f"{who} reads files ({files}), but {spec.board.name} is bare metal and has no file "
+        "system: embed the data in the binary (e.g. as a const array), or run it on a Linux board"
+    )
 
 
 # -- 1. build -------------------------------------------------------------------------------

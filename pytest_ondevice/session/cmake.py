@@ -214,7 +214,7 @@ def _spec(
 def _recognised(harness: formats.Format, text: str) -> bool:
     """Whether the source includes a framework's header whose hook CMake builds get (its
     verdicts are then believed); any other test is decided by its exit status."""
-    return harness.name in cmake.FRAMEWORK_HOOKS and any(h in text for h in harness.headers)
+    return harness.name in cmake.RECOGNISED and any(h in text for h in harness.headers)
 
 
 def _rel(path: Path, root: Path) -> str:
