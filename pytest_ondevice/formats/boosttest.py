@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import re
 
-from . import BUILTIN, HARNESS_DIR, Format, Needs, has_main
+from . import BUILTIN, HARNESS_DIR, Needs, has_main
 from .directives import defined, included
 from .discover import Case, code_of, line_at
+from .hooked import HookedFormat, HookedStream
 from .stream import Summary
 from .verdicts import Outcome
 from .wordnames import WordNamedStream, as_word
@@ -51,50 +52,6 @@ _CLOSING = re.compile(r"^\*\*\* (?:No errors detected|\d+ failures? (?:is|are) d
 MAX_DETAIL = 10  # lines of a failure's context kept after its line
 
 
-class BoostTest(Format):
-    name = "boosttest"
-    headers = BUILTIN["boosttest"].headers
-    kinds = ("host", "linux")  # it needs an operating system (exceptions, streams, signals)
-    run_args = ("--catch_system_errors=no", "--log_level=test_suite", "--color_output=no")
-
-    def find_cases(self, text: str) -> list[Case]:
-        code = code_of(text)
-        cases: dict[str, Case] = {}
-        suites: list[str] = []
-        for m in _EVENT.finditer(code):
-            kind, name = m.group(1), m.group(2)
-            if kind == "BOOST_AUTO_TEST_SUITE_END":
-                if suites:
-                    suites.pop()
-            elif name is None:
-                continue
-            elif kind.endswith("_SUITE"):
-                suites.append(name)
-            else:
-                full = "/".join([*suites, name])
-                cases.setdefault(full, Case(full, line_at(code, m.start()), self.name))
-        return list(cases.values())
-
-    def parser(self, order: tuple[str, ...]) -> BoostTestParser:
-        return BoostTestParser(order, nonce_expected=True)
-
-    def needs(self, text: str) -> Needs:
-        """Our observer, and what the source lacks of the framework, its init function and main."""
-        headers, macros = included(text), defined(text)
-        main = has_main(code_of(text))
-        if any(h.startswith(_INCLUDED) for h in headers):
-            extra: tuple = ()  # it compiles the framework (and defines its module or main)
-        elif macros & _DYNAMIC and (macros & _MODULE or main):
-            extra = (FRAMEWORK_DYN,)  # unit_test.hpp or the source defines main, as for the shared library
-        elif macros & _MODULE:
-            extra = (FRAMEWORK, RUNNER)  # the static library's main, calling the source's init function
-        elif main:
-            extra = (FRAMEWORK,)
-        else:
-            extra = (FRAMEWORK, MAIN)
-        return Needs(sources=(OBSERVER, *extra), debian_package="libboost-test-dev")
-
-
 OBSERVER = HARNESS_DIR / "boosttest_observer.cpp"
 FRAMEWORK = HARNESS_DIR / "boosttest_framework.cpp"
 FRAMEWORK_DYN = HARNESS_DIR / "boosttest_framework_dyn.cpp"
@@ -102,12 +59,9 @@ RUNNER = HARNESS_DIR / "boosttest_runner.cpp"
 MAIN = HARNESS_DIR / "boosttest_main.cpp"
 
 
-class BoostTestParser(WordNamedStream):
-    hook = True  # our observer: its stamped lines carry the verdicts
-
+class BoostTestParser(HookedStream, WordNamedStream):
     def __init__(self, order: tuple[str, ...] = (), nonce_expected: bool = False) -> None:
-        super().__init__(order)
-        self.nonce_expected = nonce_expected  # built by us: the observer is in the binary
+        super().__init__(order, nonce_expected)
         self._suites: list[str] = []  # the text mode's open suites
         self._told: list[str] = []  # the running case's failure lines, until the observer's verdict
         self._detail_of: str | None = None  # the case whose failure line came last (its context follows)
@@ -184,6 +138,48 @@ class BoostTestParser(WordNamedStream):
         self._detail_of = None
         if _CLOSING.match(line) and self.current is None:
             self.close(Summary())
+
+
+class BoostTest(HookedFormat):
+    name = "boosttest"
+    headers = BUILTIN["boosttest"].headers
+    kinds = ("host", "linux")  # it needs an operating system (exceptions, streams, signals)
+    run_args = ("--catch_system_errors=no", "--log_level=test_suite", "--color_output=no")
+    parser_class = BoostTestParser
+
+    def find_cases(self, text: str) -> list[Case]:
+        code = code_of(text)
+        cases: dict[str, Case] = {}
+        suites: list[str] = []
+        for m in _EVENT.finditer(code):
+            kind, name = m.group(1), m.group(2)
+            if kind == "BOOST_AUTO_TEST_SUITE_END":
+                if suites:
+                    suites.pop()
+            elif name is None:
+                continue
+            elif kind.endswith("_SUITE"):
+                suites.append(name)
+            else:
+                full = "/".join([*suites, name])
+                cases.setdefault(full, Case(full, line_at(code, m.start()), self.name))
+        return list(cases.values())
+
+    def needs(self, text: str) -> Needs:
+        """Our observer, and what the source lacks of the framework, its init function and main."""
+        headers, macros = included(text), defined(text)
+        main = has_main(code_of(text))
+        if any(h.startswith(_INCLUDED) for h in headers):
+            extra: tuple = ()  # it compiles the framework (and defines its module or main)
+        elif macros & _DYNAMIC and (macros & _MODULE or main):
+            extra = (FRAMEWORK_DYN,)  # unit_test.hpp or the source defines main, as for the shared library
+        elif macros & _MODULE:
+            extra = (FRAMEWORK, RUNNER)  # the static library's main, calling the source's init function
+        elif main:
+            extra = (FRAMEWORK,)
+        else:
+            extra = (FRAMEWORK, MAIN)
+        return Needs(sources=(OBSERVER, *extra), debian_package="libboost-test-dev")
 
 
 def _located(m: re.Match[str]) -> str:

@@ -22,15 +22,18 @@ from __future__ import annotations
 
 import re
 
-from . import BUILTIN, HARNESS_DIR, Format, Needs, has_main
-from .directives import defined
+from . import BUILTIN, HARNESS_DIR, Needs
+from .directives import has_own_main
 from .discover import Case, code_of, line_at
+from .hooked import HookedFormat, HookedStream
 from .stream import Summary
 from .verdicts import Outcome
 from .wordnames import WordNamedStream, after_first_argument, as_word, literal_at
 
 _DECLARED = re.compile(r"\b(?:CATCH_)?(TEST_CASE_METHOD|TEST_CASE|SCENARIO)\s*\(")
 _IMPLEMENTS = {"CATCH_CONFIG_MAIN", "CATCH_CONFIG_RUNNER"}  # the source holds Catch2's implementation
+LISTENER = HARNESS_DIR / "catch2_listener.cpp"
+MAIN = HARNESS_DIR / "catch2_main.cpp"
 
 _RULE = re.compile(r"^-{20,}$")
 _DOTS = re.compile(r"^\.{20,}$")
@@ -45,47 +48,11 @@ _ALL_PASSED = re.compile(r"^All tests passed \(\d+ assertions? in (\d+) test cas
 _NONE_RAN = re.compile(r"^No tests ran\b")
 
 
-class Catch2(Format):
-    name = "catch2"
-    headers = BUILTIN["catch2"].headers
-    kinds = ("host", "linux")  # it needs an operating system (streams, a heap)
-    run_args = ("--durations", "yes")
-
-    def find_cases(self, text: str) -> list[Case]:
-        code = code_of(text)
-        cases: dict[str, Case] = {}
-        for m in _DECLARED.finditer(code):
-            at = m.end()
-            if m.group(1) == "TEST_CASE_METHOD":  # its class first: the name is the second argument
-                at = after_first_argument(code, at)
-                if at < 0:
-                    continue
-            name = literal_at(text, code, at)
-            if name is None:
-                continue
-            if m.group(1) == "SCENARIO":
-                name = "Scenario: " + name
-            cases.setdefault(name, Case(name, line_at(code, m.start()), self.name))
-        return list(cases.values())
-
-    def parser(self, order: tuple[str, ...]) -> Catch2Parser:
-        return Catch2Parser(order, nonce_expected=True)
-
-    def needs(self, text: str) -> Needs:
-        own = has_main(code_of(text)) or bool(_IMPLEMENTS & defined(text))
-        return Needs(sources=(LISTENER,) if own else (LISTENER, MAIN), debian_package="catch2")
-
-
-LISTENER = HARNESS_DIR / "catch2_listener.cpp"
-MAIN = HARNESS_DIR / "catch2_main.cpp"
-
-
-class Catch2Parser(WordNamedStream):
-    hook = True  # our listener: its stamped lines carry the verdicts
+class Catch2Parser(HookedStream, WordNamedStream):
+    silent_start = "Catch2 prints no start line: the first case in run order without a verdict"
 
     def __init__(self, order: tuple[str, ...] = (), nonce_expected: bool = False) -> None:
-        super().__init__(order)
-        self.nonce_expected = nonce_expected  # built by us: the listener is in the binary
+        super().__init__(order, nonce_expected)
         self._header: list[str] | None = None  # a failure block's heading: its name lines
         self._reading: str | None = None  # the block after "FILE:LINE: FAILED:" or "SKIPPED:"
         self._skip_reason: list[str] = []  # the running case's, from its SKIPPED block (v3)
@@ -187,13 +154,31 @@ class Catch2Parser(WordNamedStream):
         elif _NONE_RAN.match(line):
             self.close(Summary(total=0))
 
-    def running(self, expected: list[str]) -> str | None:
-        """The running case; without the listener, a case that failed nothing printed no
-        line yet: the first case in run order without a verdict."""
-        if self.current is not None or self.nonce is not None or self.summary is not None:
-            return super().running(expected)
-        ended = {n for n, r in self.cases.items() if r.outcome is not None}
-        return next((n for n in self.order or tuple(expected) if n not in ended), None)
 
-    def running_note(self) -> tuple[str, str]:
-        return " (Catch2 prints no start line: the first case in run order without a verdict)", ""
+class Catch2(HookedFormat):
+    name = "catch2"
+    headers = BUILTIN["catch2"].headers
+    kinds = ("host", "linux")  # it needs an operating system (streams, a heap)
+    run_args = ("--durations", "yes")
+    parser_class = Catch2Parser
+
+    def find_cases(self, text: str) -> list[Case]:
+        code = code_of(text)
+        cases: dict[str, Case] = {}
+        for m in _DECLARED.finditer(code):
+            at = m.end()
+            if m.group(1) == "TEST_CASE_METHOD":  # its class first: the name is the second argument
+                at = after_first_argument(code, at)
+                if at < 0:
+                    continue
+            name = literal_at(text, code, at)
+            if name is None:
+                continue
+            if m.group(1) == "SCENARIO":
+                name = "Scenario: " + name
+            cases.setdefault(name, Case(name, line_at(code, m.start()), self.name))
+        return list(cases.values())
+
+    def needs(self, text: str) -> Needs:
+        sources = (LISTENER,) if has_own_main(text, _IMPLEMENTS) else (LISTENER, MAIN)
+        return Needs(sources=sources, debian_package="catch2")

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import re
 
-from . import BUILTIN, HARNESS_DIR, Format, Needs, declared_cases, has_main
+from . import BUILTIN, HARNESS_DIR, Needs, declared_cases, has_main
 from .discover import Case, code_of
-from .stream import CaseStream, Summary
+from .hooked import HookedFormat, HookedStream
+from .stream import Summary
 from .verdicts import Outcome
 
 _DECLARED = re.compile(r"\b(IGNORE_TEST|TEST)\s*\(\s*([A-Za-z_]\w*)\s*,\s*([A-Za-z_]\w*)\s*\)")
@@ -27,35 +28,12 @@ _SUMMARY = re.compile(r"^(OK|Errors) \((.*)\)$")
 _COUNT = re.compile(r"(\d+) (failures|tests|ran|checks|ignored|filtered out)\b")
 
 
-class CppUTest(Format):
-    name = "cpputest"
-    headers = BUILTIN["cpputest"].headers
-    kinds = ("host", "linux")  # it needs an operating system (threads, files, a heap)
-    run_args = ("-v",)
-
-    def find_cases(self, text: str) -> list[Case]:
-        return declared_cases(text, _DECLARED, lambda m: f"{m.group(2)}.{m.group(3)}", self.name)
-
-    def device_order(self, cases: list[Case]) -> tuple[str, ...]:
-        return tuple(c.name for c in reversed(cases))
-
-    def parser(self, order: tuple[str, ...]) -> CppUTestParser:
-        return CppUTestParser(order, nonce_expected=True)
-
-    def needs(self, text: str) -> Needs:
-        main = () if has_main(code_of(text)) else (HARNESS_DIR / "cpputest_main.cpp",)
-        return Needs(pkg_config=("cpputest",), sources=(PLUGIN, *main), debian_package="libcpputest-dev")
-
-
 PLUGIN = HARNESS_DIR / "cpputest_plugin.cpp"
 
 
-class CppUTestParser(CaseStream):
-    hook = True  # our plugin: its stamped lines carry the verdicts
-
+class CppUTestParser(HookedStream):
     def __init__(self, order: tuple[str, ...] = (), nonce_expected: bool = False) -> None:
-        super().__init__(order)
-        self.nonce_expected = nonce_expected  # built by us: the plugin is in the binary
+        super().__init__(order, nonce_expected)
         self._detail = False
         self._detail_of: str | None = None  # with a nonce: the case the failure text is about
 
@@ -99,3 +77,21 @@ class CppUTestParser(CaseStream):
             ran, ignored = counts.get("ran"), counts.get("ignored")
             failed = counts.get("failures", 0)
             self.close(Summary(total=None if ran is None else ran + (ignored or 0), failed=failed, skipped=ignored))
+
+
+class CppUTest(HookedFormat):
+    name = "cpputest"
+    headers = BUILTIN["cpputest"].headers
+    kinds = ("host", "linux")  # it needs an operating system (threads, files, a heap)
+    run_args = ("-v",)
+    parser_class = CppUTestParser
+
+    def find_cases(self, text: str) -> list[Case]:
+        return declared_cases(text, _DECLARED, lambda m: f"{m.group(2)}.{m.group(3)}", self.name)
+
+    def device_order(self, cases: list[Case]) -> tuple[str, ...]:
+        return tuple(c.name for c in reversed(cases))
+
+    def needs(self, text: str) -> Needs:
+        main = () if has_main(code_of(text)) else (HARNESS_DIR / "cpputest_main.cpp",)
+        return Needs(pkg_config=("cpputest",), sources=(PLUGIN, *main), debian_package="libcpputest-dev")

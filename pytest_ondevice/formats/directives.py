@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import re
 
+from . import has_main
+from .discover import code_of
+
 # a comment, or a literal that may hold what looks like one ("/*", "//")
 _COMMENT_OR_LITERAL = re.compile(r"""//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'""", re.DOTALL)
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
@@ -28,6 +31,12 @@ def _without_comments(text: str) -> str:
 def defined(text: str) -> set[str]:
     """The macros the source #defines."""
     return set(_DEFINE.findall(_without_comments(text)))
+
+
+def has_own_main(text: str, implementing: set[str]) -> bool:
+    """Does the source have its framework's main: a main of its own, or one of the macros by
+    which the framework's header implements it (implementing)? Then ours is not linked."""
+    return has_main(code_of(text)) or bool(implementing & defined(text))
 
 
 def included(text: str) -> set[str]:

@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import re
 
-from . import BUILTIN, HARNESS_DIR, Format, Needs, has_main
-from .directives import defined
+from . import BUILTIN, HARNESS_DIR, Needs
+from .directives import has_own_main
 from .discover import Case, code_of, line_at
+from .hooked import HookedFormat, HookedStream
 from .stream import Summary
 from .verdicts import Outcome
 from .wordnames import WordNamedStream, after_first_argument, as_word, literal_at
@@ -36,6 +37,8 @@ _EVENT = re.compile(
     r"\b(?:DOCTEST_)?(TEST_SUITE_BEGIN|TEST_SUITE_END|TEST_SUITE|TEST_CASE_FIXTURE|TEST_CASE|SCENARIO)\s*\(|[{}]"
 )
 _IMPLEMENTS = {"DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN", "DOCTEST_CONFIG_IMPLEMENT"}  # the source holds doctest's
+LISTENER = HARNESS_DIR / "doctest_listener.cpp"
+MAIN = HARNESS_DIR / "doctest_main.cpp"
 
 _SEPARATOR = re.compile(r"^={20,}$")
 _SUITE = re.compile(r"^TEST SUITE: (.*)$")
@@ -48,73 +51,11 @@ _DURATION = re.compile(r"^\d+\.\d+ s: (.*)$")
 _TOTALS = re.compile(r"^\[doctest\] test cases:\s*(\d+) \|")
 
 
-class Doctest(Format):
-    name = "doctest"
-    headers = BUILTIN["doctest"].headers
-    kinds = ("host", "linux")  # it needs an operating system (streams, a heap)
-    run_args = ("--duration=true",)
-
-    def find_cases(self, text: str) -> list[Case]:
-        code = code_of(text)
-        cases: dict[str, Case] = {}
-        depth = 0
-        blocks: list[tuple[str, int]] = []  # TEST_SUITE("s") { ... }: its name and its brace's depth
-        opening: str | None = None  # a TEST_SUITE whose brace is next
-        begun = ""  # TEST_SUITE_BEGIN's, until TEST_SUITE_END
-        for m in _EVENT.finditer(code):
-            kind = m.group(1)
-            if kind is None:  # a brace
-                if m.group(0) == "{":
-                    depth += 1
-                    if opening is not None:
-                        blocks.append((opening, depth))
-                        opening = None
-                else:
-                    if blocks and blocks[-1][1] == depth:
-                        blocks.pop()
-                    depth -= 1
-                continue
-            at = m.end()
-            if kind == "TEST_SUITE_END":
-                begun = ""
-                continue
-            if kind == "TEST_CASE_FIXTURE":  # its class first: the name is the second argument
-                at = after_first_argument(code, at)
-                if at < 0:
-                    continue
-            name = literal_at(text, code, at)
-            if name is None:
-                continue
-            if kind == "TEST_SUITE":
-                opening = name
-            elif kind == "TEST_SUITE_BEGIN":
-                begun = name
-            else:
-                if kind == "SCENARIO":
-                    name = "  Scenario: " + name
-                suite = blocks[-1][0] if blocks else begun
-                full = f"{suite}/{name}" if suite else name
-                cases.setdefault(full, Case(full, line_at(code, m.start()), self.name))
-        return list(cases.values())
-
-    def parser(self, order: tuple[str, ...]) -> DoctestParser:
-        return DoctestParser(order, nonce_expected=True)
-
-    def needs(self, text: str) -> Needs:
-        own = has_main(code_of(text)) or bool(_IMPLEMENTS & defined(text))
-        return Needs(sources=(LISTENER,) if own else (LISTENER, MAIN), debian_package="doctest-dev")
-
-
-LISTENER = HARNESS_DIR / "doctest_listener.cpp"
-MAIN = HARNESS_DIR / "doctest_main.cpp"
-
-
-class DoctestParser(WordNamedStream):
-    hook = True  # our listener: its stamped lines carry the verdicts
+class DoctestParser(HookedStream, WordNamedStream):
+    silent_start = "doctest prints a passing case's lines when it ends: the first case in run order without one"
 
     def __init__(self, order: tuple[str, ...] = (), nonce_expected: bool = False) -> None:
-        super().__init__(order)
-        self.nonce_expected = nonce_expected  # built by us: the listener is in the binary
+        super().__init__(order, nonce_expected)
         self._heading: list[str] | None = None  # the lines after a separator, to a blank line
         self._detail = False  # the indented lines after a failure are its message
         self._fatal = False  # doctest's signal handler spoke: the binary is dying
@@ -174,13 +115,57 @@ class DoctestParser(WordNamedStream):
         if self.current is None or self.current.name != word:
             self.start(word)
 
-    def running(self, expected: list[str]) -> str | None:
-        """The running case; without the listener, a case that failed nothing printed no
-        line yet: the first case in run order without a verdict."""
-        if self.current is not None or self.nonce is not None or self.summary is not None:
-            return super().running(expected)
-        ended = {n for n, r in self.cases.items() if r.outcome is not None}
-        return next((n for n in self.order or tuple(expected) if n not in ended), None)
 
-    def running_note(self) -> tuple[str, str]:
-        return " (doctest prints a passing case's lines when it ends: the first case in run order without one)", ""
+class Doctest(HookedFormat):
+    name = "doctest"
+    headers = BUILTIN["doctest"].headers
+    kinds = ("host", "linux")  # it needs an operating system (streams, a heap)
+    run_args = ("--duration=true",)
+    parser_class = DoctestParser
+
+    def find_cases(self, text: str) -> list[Case]:
+        code = code_of(text)
+        cases: dict[str, Case] = {}
+        depth = 0
+        blocks: list[tuple[str, int]] = []  # TEST_SUITE("s") { ... }: its name and its brace's depth
+        opening: str | None = None  # a TEST_SUITE whose brace is next
+        begun = ""  # TEST_SUITE_BEGIN's, until TEST_SUITE_END
+        for m in _EVENT.finditer(code):
+            kind = m.group(1)
+            if kind is None:  # a brace
+                if m.group(0) == "{":
+                    depth += 1
+                    if opening is not None:
+                        blocks.append((opening, depth))
+                        opening = None
+                else:
+                    if blocks and blocks[-1][1] == depth:
+                        blocks.pop()
+                    depth -= 1
+                continue
+            at = m.end()
+            if kind == "TEST_SUITE_END":
+                begun = ""
+                continue
+            if kind == "TEST_CASE_FIXTURE":  # its class first: the name is the second argument
+                at = after_first_argument(code, at)
+                if at < 0:
+                    continue
+            name = literal_at(text, code, at)
+            if name is None:
+                continue
+            if kind == "TEST_SUITE":
+                opening = name
+            elif kind == "TEST_SUITE_BEGIN":
+                begun = name
+            else:
+                if kind == "SCENARIO":
+                    name = "  Scenario: " + name
+                suite = blocks[-1][0] if blocks else begun
+                full = f"{suite}/{name}" if suite else name
+                cases.setdefault(full, Case(full, line_at(code, m.start()), self.name))
+        return list(cases.values())
+
+    def needs(self, text: str) -> Needs:
+        sources = (LISTENER,) if has_own_main(text, _IMPLEMENTS) else (LISTENER, MAIN)
+        return Needs(sources=sources, debian_package="doctest-dev")

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import re
 
-from . import BUILTIN, HARNESS_DIR, Format, Needs, declared_cases, has_main
+from . import BUILTIN, HARNESS_DIR, Needs, declared_cases, has_main
 from .discover import Case, code_of
-from .stream import CaseStream, Summary
+from .hooked import HookedFormat, HookedStream
+from .stream import Summary
 from .verdicts import Outcome
 
 _DECLARED = re.compile(r"\bTEST(?:_F)?\s*\(\s*([A-Za-z_]\w*)\s*,\s*([A-Za-z_]\w*)\s*\)")
@@ -31,32 +32,12 @@ _SKIPPED_COUNT = re.compile(r"^\[  SKIPPED \] (\d+) tests?, listed below:$")
 _FAILED_COUNT = re.compile(r"^ ?(\d+) FAILED TESTS?$")
 
 
-class GoogleTest(Format):
-    name = "gtest"
-    headers = BUILTIN["gtest"].headers
-    kinds = ("host", "linux")  # it needs an operating system (threads, files, a heap)
-    run_args = ("--gtest_color=no",)
-
-    def find_cases(self, text: str) -> list[Case]:
-        return declared_cases(text, _DECLARED, lambda m: f"{m.group(1)}.{m.group(2)}", self.name)
-
-    def parser(self, order: tuple[str, ...]) -> GoogleTestParser:
-        return GoogleTestParser(order, nonce_expected=True)
-
-    def needs(self, text: str) -> Needs:
-        package = "gtest" if has_main(code_of(text)) else "gtest_main"
-        return Needs(pkg_config=(package,), sources=(LISTENER,), debian_package="libgtest-dev")
-
-
 LISTENER = HARNESS_DIR / "gtest_listener.cpp"
 
 
-class GoogleTestParser(CaseStream):
-    hook = True  # our listener: its stamped lines carry the verdicts
-
+class GoogleTestParser(HookedStream):
     def __init__(self, order: tuple[str, ...] = (), nonce_expected: bool = False) -> None:
-        super().__init__(order)
-        self.nonce_expected = nonce_expected  # built by us: the listener is in the binary
+        super().__init__(order, nonce_expected)
         self._detail = False  # the lines after "FILE:LINE: Failure" are its message
         self._skip_reason: list[str] | None = None
         self._closing: Summary | None = None
@@ -124,3 +105,18 @@ class GoogleTestParser(CaseStream):
         m = _FAILED_COUNT.match(line)
         if m:
             closing.failed = int(m.group(1))
+
+
+class GoogleTest(HookedFormat):
+    name = "gtest"
+    headers = BUILTIN["gtest"].headers
+    kinds = ("host", "linux")  # it needs an operating system (threads, files, a heap)
+    run_args = ("--gtest_color=no",)
+    parser_class = GoogleTestParser
+
+    def find_cases(self, text: str) -> list[Case]:
+        return declared_cases(text, _DECLARED, lambda m: f"{m.group(1)}.{m.group(2)}", self.name)
+
+    def needs(self, text: str) -> Needs:
+        package = "gtest" if has_main(code_of(text)) else "gtest_main"
+        return Needs(pkg_config=(package,), sources=(LISTENER,), debian_package="libgtest-dev")

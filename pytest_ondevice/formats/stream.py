@@ -212,6 +212,12 @@ class CaseStream(CaseTracker):
         """For a running case that printed no start line: how it was told, and its output."""
         return "", ""
 
+    def first_without_verdict(self, expected: list[str]) -> str | None:
+        """The first case in run order (the source's, else expected) without a verdict: the
+        running one, for a format that prints nothing of a case before its verdict."""
+        ended = {n for n, r in self.cases.items() if r.outcome is not None}
+        return next((n for n in self.order or tuple(expected) if n not in ended), None)
+
     def verdicts(self, expected: list[str], end: RunEnd) -> BinaryVerdicts:
         if self.fault and not end.fault:
             end = replace(end, fault=self.fault)
