@@ -54,11 +54,16 @@ class Project:
     def __init__(self, pytester: pytest.Pytester) -> None:
         self.pytester = pytester
         self.path = pytester.path
-        pytester.makeini(
+        self.use_cache(self.path / "_cache")
+
+    def use_cache(self, cache: Path) -> None:
+        """The build cache's directory: the project's own, or one that several tests share
+        (a framework compiled once for all of them)."""
+        self.pytester.makeini(
             f"""
             [pytest]
             ondevice_build_dir = {self.path / "_build"}
-            ondevice_cache_dir = {self.path / "_cache"}
+            ondevice_cache_dir = {cache}
             ondevice_boards = boards
             """
         )

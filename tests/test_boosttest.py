@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
+from support.transcripts import code_or_signal, outcomes, replay
 
 from pytest_ondevice import formats
 from pytest_ondevice.formats.boosttest import (
@@ -25,7 +26,6 @@ from pytest_ondevice.formats.boosttest import (
     BoostTest,
     BoostTestParser,
 )
-from pytest_ondevice.formats.lines import LineSplitter
 from pytest_ondevice.formats.verdicts import Outcome, RunEnd
 
 SUPPORT = Path(__file__).resolve().parent / "support" / "boosttest"
@@ -48,26 +48,12 @@ EXCEPTIONS = 'cxxflags = ["-fexceptions"]\n'
 
 
 def parse(name: str, chunk: int = 0, parser=None):
-    data = (SUPPORT / f"{name}.txt").read_bytes()
-    rc = (SUPPORT / f"{name}.rc").read_text().strip()  # an exit code, or the signal's name
-    end = RunEnd(exit_code=int(rc)) if rc.isdigit() else RunEnd(signal=rc)
-    parser = parser or BoostTest().parser(tuple(CASES))
-    splitter = LineSplitter()
-    for i in range(0, len(data), chunk or len(data)):
-        for line in splitter.feed(data[i : i + chunk] if chunk else data):
-            parser.feed_line(line)
-    for line in splitter.close():
-        parser.feed_line(line)
-    return parser.verdicts(CASES, end)
+    return replay(SUPPORT / name, parser or BoostTest().parser(tuple(CASES)), CASES, chunk, code_or_signal)
 
 
 def text_only(name: str):
     """Boost.Test's log lines alone, as a stream without our observer has them."""
     return parse(name, parser=BoostTestParser(tuple(CASES)))
-
-
-def outcomes(v) -> dict[str, Outcome]:
-    return {name: verdict.outcome for name, verdict in v.cases.items()}
 
 
 # -- the sources -----------------------------------------------------------------
@@ -264,6 +250,16 @@ BOOST_AUTO_TEST_CASE(throws) { throw std::runtime_error("boom"); }
 BOOST_AUTO_TEST_CASE(crashes) { volatile int *p = nullptr; *p = 1; }
 BOOST_AUTO_TEST_CASE(after) {}
 """
+# what KERNEL's cases get (written as kernel_test.cc), on every board
+KERNEL_VERDICTS = {
+    "kernel_test::adds": "PASSED",
+    "kernel_test::math/fails": "FAILED",
+    "kernel_test::math/requires": "FAILED",
+    "kernel_test::math/skipped": "SKIPPED",
+    "kernel_test::throws": "FAILED",
+    "kernel_test::crashes": "FAILED",
+    "kernel_test::after": "FAILED",
+}
 # no module, no main: ours; and a test that prints Boost.Test's closing lines and leaves
 FORGING = """
 #include <boost/test/unit_test.hpp>
@@ -308,15 +304,7 @@ def verdicts(result) -> dict[str, str]:
 def boost_project(project, tmp_path_factory):
     """One cache for this worker's Boost.Test runs (the framework compiles in 20 s), and
     -fexceptions, which the framework needs and the boards leave out."""
-    cache = tmp_path_factory.getbasetemp() / "boosttest-cache"
-    project.pytester.makeini(
-        f"""
-        [pytest]
-        ondevice_build_dir = {project.path / "_build"}
-        ondevice_cache_dir = {cache}
-        ondevice_boards = boards
-        """
-    )
+    project.use_cache(tmp_path_factory.getbasetemp() / "boosttest-cache")
     project.write("ondevice.toml", EXCEPTIONS)
     return project
 
@@ -324,15 +312,7 @@ def boost_project(project, tmp_path_factory):
 def test_each_case_is_an_item_with_boost_tests_verdict_and_a_crash_is_the_running_cases(boost_project):
     boost_project.write("kernel_test.cc", KERNEL)
     result = boost_project.run("-v", "-rs")
-    assert verdicts(result) == {
-        "kernel_test::adds": "PASSED",
-        "kernel_test::math/fails": "FAILED",
-        "kernel_test::math/requires": "FAILED",
-        "kernel_test::math/skipped": "SKIPPED",
-        "kernel_test::throws": "FAILED",
-        "kernel_test::crashes": "FAILED",
-        "kernel_test::after": "FAILED",
-    }
+    assert verdicts(result) == KERNEL_VERDICTS
     text = result.stdout.str()
     assert 'kernel_test.cc:9: error: in "math/fails": check x == 5 has failed [4 != 5]' in text
     assert "> kernel_test.cc:9 " in text  # the source line, with its context
@@ -370,15 +350,7 @@ def test_the_cases_run_per_case_on_arm64_under_qemu(boost_project):
     """Header-only, compiled into the binary: no arm64 Boost package is needed."""
     boost_project.write("kernel_test.cc", KERNEL)
     result = boost_project.run("-v", "--device=qemu", board="rpi")
-    assert verdicts(result) == {
-        "kernel_test::adds": "PASSED",
-        "kernel_test::math/fails": "FAILED",
-        "kernel_test::math/requires": "FAILED",
-        "kernel_test::math/skipped": "SKIPPED",
-        "kernel_test::throws": "FAILED",
-        "kernel_test::crashes": "FAILED",
-        "kernel_test::after": "FAILED",
-    }
+    assert verdicts(result) == KERNEL_VERDICTS
     text = result.stdout.str()
     assert 'kernel_test.cc:9: error: in "math/fails"' in text
     assert "crashed: killed by SIGSEGV while this case was running" in text

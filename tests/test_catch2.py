@@ -10,15 +10,14 @@ own) and leaves with _exit(0)."""
 
 from __future__ import annotations
 
-import re
-import signal
 from pathlib import Path
 
 import pytest
+from conftest import case_outcomes
+from support.transcripts import outcomes, replay
 
 from pytest_ondevice import formats
 from pytest_ondevice.formats.catch2 import LISTENER, MAIN, Catch2, Catch2Parser
-from pytest_ondevice.formats.lines import LineSplitter
 from pytest_ondevice.formats.verdicts import Outcome, RunEnd
 from pytest_ondevice.formats.wordnames import as_word, from_word
 
@@ -41,33 +40,13 @@ CLEAN = {
 NOT_RUN = {"hidden", "after it"}  # after "ends the run" in run order (hidden ones go last)
 
 
-def _end(rc: int) -> RunEnd:
-    return RunEnd(exit_code=rc) if rc < 128 else RunEnd(signal=signal.Signals(rc - 128).name)
-
-
-def transcript(name: str) -> tuple[bytes, RunEnd]:
-    return (SUPPORT / f"{name}.txt").read_bytes(), _end(int((SUPPORT / f"{name}.rc").read_text()))
-
-
 def parse(name: str, expected: list[str] = V2, chunk: int = 0, parser=None):
-    data, end = transcript(name)
-    parser = parser or Catch2().parser(tuple(expected))
-    splitter = LineSplitter()
-    for i in range(0, len(data), chunk or len(data)):
-        for line in splitter.feed(data[i : i + chunk] if chunk else data):
-            parser.feed_line(line)
-    for line in splitter.close():
-        parser.feed_line(line)
-    return parser.verdicts(expected, end)
+    return replay(SUPPORT / name, parser or Catch2().parser(tuple(expected)), expected, chunk)
 
 
 def text_only(name: str, expected: list[str] = V2):
     """The console reporter's lines alone, as a stream without our listener has them."""
     return parse(name, expected, parser=Catch2Parser(tuple(expected)))
-
-
-def outcomes(v) -> dict[str, Outcome]:
-    return {name: verdict.outcome for name, verdict in v.cases.items()}
 
 
 # -- the sources -----------------------------------------------------------------
@@ -315,6 +294,15 @@ TEST_CASE("hidden", "[.]") { CHECK(false); }
 TEST_CASE("may fail", "[!mayfail]") { CHECK(false); }
 TEST_CASE("last") {}
 """
+# what KERNEL's cases get, on every board
+KERNEL_VERDICTS = {
+    "adds two numbers": "PASSED",
+    "fails": "FAILED",
+    "sections": "FAILED",
+    "hidden": "SKIPPED",
+    "may fail": "PASSED",
+    "last": "PASSED",
+}
 # REQUIRE and exceptions: the boards build with -fno-exceptions, where a failed REQUIRE ends the binary
 REQUIRING = """
 #include <catch2/catch.hpp>
@@ -325,6 +313,7 @@ TEST_CASE("requires") {
 }
 TEST_CASE("after") { CHECK(true); }
 """
+REQUIRING_VERDICTS = {"requires": "FAILED", "after": "FAILED"}  # without exceptions
 THROWING = """
 TEST_CASE("throws") { throw std::runtime_error("boom"); }
 TEST_CASE("checks a throw") { REQUIRE_THROWS_AS(throw std::logic_error("x"), std::logic_error); }
@@ -353,42 +342,17 @@ TEST_CASE("never reached") { CHECK(false); }
 """
 
 
-def verdicts(result) -> dict[str, str]:
-    """{case: PASSED|FAILED|SKIPPED|ERROR} from a -v run's item lines (names with spaces)."""
-    found = {}
-    for line in result.outlines:
-        m = re.search(r"::(.+?)\[[\w-]+\] (PASSED|FAILED|SKIPPED|ERROR)\b", line)
-        if m:
-            found[m.group(1)] = m.group(2)
-    return found
-
-
 @pytest.fixture
 def catch2_project(project, tmp_path_factory):
     """One cache for this worker's Catch2 runs: Catch2's main is compiled once (20 s)."""
-    cache = tmp_path_factory.getbasetemp() / "catch2-cache"
-    project.pytester.makeini(
-        f"""
-        [pytest]
-        ondevice_build_dir = {project.path / "_build"}
-        ondevice_cache_dir = {cache}
-        ondevice_boards = boards
-        """
-    )
+    project.use_cache(tmp_path_factory.getbasetemp() / "catch2-cache")
     return project
 
 
 def test_each_case_is_an_item_with_catch2s_verdict_and_a_failure_shows_its_line(catch2_project):
     catch2_project.write("kernel_catch2_test.cc", KERNEL)
     result = catch2_project.run("-v", "-rs")
-    assert verdicts(result) == {
-        "adds two numbers": "PASSED",
-        "fails": "FAILED",
-        "sections": "FAILED",
-        "hidden": "SKIPPED",
-        "may fail": "PASSED",
-        "last": "PASSED",
-    }
+    assert case_outcomes(result) == KERNEL_VERDICTS
     text = result.stdout.str()
     assert "at kernel_catch2_test.cc:6" in text  # where the failing check is
     assert "> kernel_catch2_test.cc:6 " in text  # the source line, with its context
@@ -399,7 +363,7 @@ def test_each_case_is_an_item_with_catch2s_verdict_and_a_failure_shows_its_line(
 def test_without_exceptions_a_failed_require_ends_the_binary_in_its_case(catch2_project):
     catch2_project.write("require_catch2_test.cc", REQUIRING)
     result = catch2_project.run("-v")
-    assert verdicts(result) == {"requires": "FAILED", "after": "FAILED"}
+    assert case_outcomes(result) == REQUIRING_VERDICTS
     text = result.stdout.str()
     assert "REQUIRE( 2 == 3 )" in text and "at require_catch2_test.cc:5" in text
     assert "crashed: killed by SIGABRT while this case was running" in text
@@ -410,7 +374,12 @@ def test_with_exceptions_a_failed_require_and_a_throw_end_their_case_only(catch2
     catch2_project.write("require_catch2_test.cc", REQUIRING + THROWING)
     catch2_project.write("ondevice.toml", 'cxxflags = ["-fexceptions"]\n')
     result = catch2_project.run("-v")
-    assert verdicts(result) == {"requires": "FAILED", "after": "PASSED", "throws": "FAILED", "checks a throw": "PASSED"}
+    assert case_outcomes(result) == {
+        "requires": "FAILED",
+        "after": "PASSED",
+        "throws": "FAILED",
+        "checks a throw": "PASSED",
+    }
     text = result.stdout.str()
     assert "due to unexpected exception with message:" in text and "  boom" in text
     assert "CHECK( false )" not in text  # REQUIRE ended its case there
@@ -419,7 +388,7 @@ def test_with_exceptions_a_failed_require_and_a_throw_end_their_case_only(catch2
 def test_a_crash_is_the_running_cases_with_catch2s_own_main_and_signal_handler(catch2_project):
     catch2_project.write("crash_catch2_test.cc", CRASHING)
     result = catch2_project.run("-v")
-    assert verdicts(result) == {"before": "PASSED", "crashes": "FAILED", "after": "FAILED"}
+    assert case_outcomes(result) == {"before": "PASSED", "crashes": "FAILED", "after": "FAILED"}
     text = result.stdout.str()
     assert "SIGSEGV - Segmentation violation signal" in text
     assert "crashed: killed by SIGSEGV while this case was running" in text
@@ -429,7 +398,7 @@ def test_a_crash_is_the_running_cases_with_catch2s_own_main_and_signal_handler(c
 def test_a_test_printing_catch2s_closing_lines_and_leaving_early_passes_nothing(catch2_project):
     catch2_project.write("forge_catch2_test.cc", FORGING)
     result = catch2_project.run("-v")
-    assert verdicts(result) == {"first": "PASSED", "leaves early": "FAILED", "never reached": "FAILED"}
+    assert case_outcomes(result) == {"first": "PASSED", "leaves early": "FAILED", "never reached": "FAILED"}
     assert "no verdict: output ended while this case was running" in result.stdout.str()
 
 
@@ -448,16 +417,7 @@ def test_the_cases_run_per_case_on_arm64_under_qemu(catch2_project):
     catch2_project.write("kernel_catch2_test.cc", KERNEL)
     catch2_project.write("require_catch2_test.cc", REQUIRING)
     result = catch2_project.run("-v", "--device=qemu", board="rpi")
-    assert verdicts(result) == {
-        "adds two numbers": "PASSED",
-        "fails": "FAILED",
-        "sections": "FAILED",
-        "hidden": "SKIPPED",
-        "may fail": "PASSED",
-        "last": "PASSED",
-        "requires": "FAILED",
-        "after": "FAILED",
-    }
+    assert case_outcomes(result) == {**KERNEL_VERDICTS, **REQUIRING_VERDICTS}
     text = result.stdout.str()
     assert "at kernel_catch2_test.cc:6" in text
     assert "crashed: killed by SIGABRT while this case was running" in text

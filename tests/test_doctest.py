@@ -10,14 +10,14 @@ run" ends it in several ways: a segfault, an abort, and a test that prints docte
 from __future__ import annotations
 
 import re
-import signal
 from pathlib import Path
 
 import pytest
+from conftest import case_outcomes
+from support.transcripts import outcomes, replay
 
 from pytest_ondevice import formats
 from pytest_ondevice.formats.doctest import LISTENER, MAIN, Doctest, DoctestParser
-from pytest_ondevice.formats.lines import LineSplitter
 from pytest_ondevice.formats.verdicts import Outcome, RunEnd
 
 SUPPORT = Path(__file__).resolve().parent / "support" / "doctest"
@@ -39,30 +39,13 @@ CLEAN = {
 }
 
 
-def _end(rc: int) -> RunEnd:
-    return RunEnd(exit_code=rc) if rc < 128 else RunEnd(signal=signal.Signals(rc - 128).name)
-
-
 def parse(name: str, expected: list[str] = CASES, chunk: int = 0, parser=None):
-    data = (SUPPORT / f"{name}.txt").read_bytes()
-    end = _end(int((SUPPORT / f"{name}.rc").read_text()))
-    parser = parser or Doctest().parser(tuple(expected))
-    splitter = LineSplitter()
-    for i in range(0, len(data), chunk or len(data)):
-        for line in splitter.feed(data[i : i + chunk] if chunk else data):
-            parser.feed_line(line)
-    for line in splitter.close():
-        parser.feed_line(line)
-    return parser.verdicts(expected, end)
+    return replay(SUPPORT / name, parser or Doctest().parser(tuple(expected)), expected, chunk)
 
 
 def text_only(name: str):
     """The console reporter's lines alone, as a stream without our listener has them."""
     return parse(name, parser=DoctestParser(tuple(CASES)))
-
-
-def outcomes(v) -> dict[str, Outcome]:
-    return {name: verdict.outcome for name, verdict in v.cases.items()}
 
 
 # -- the sources -----------------------------------------------------------------
@@ -257,6 +240,15 @@ TEST_CASE("skipped" * doctest::skip()) { CHECK(false); }
 TEST_CASE("crashes") { volatile int *p = nullptr; *p = 1; }
 TEST_CASE("after") {}
 """
+# what KERNEL's cases get, on every board
+KERNEL_VERDICTS = {
+    "adds two numbers": "PASSED",
+    "kernels/fails": "FAILED",
+    "kernels/subcases": "FAILED",
+    "skipped": "SKIPPED",
+    "crashes": "FAILED",
+    "after": "FAILED",
+}
 FORGING = """
 #include <doctest/doctest.h>
 #include <cstdio>
@@ -284,27 +276,10 @@ TEST_CASE("after") { CHECK(true); }
 """
 
 
-def verdicts(result) -> dict[str, str]:
-    """{case: PASSED|FAILED|SKIPPED|ERROR} from a -v run's item lines (names with spaces)."""
-    found = {}
-    for line in result.outlines:
-        m = re.search(r"::(.+?)\[[\w-]+\] (PASSED|FAILED|SKIPPED|ERROR)\b", line)
-        if m:
-            found[m.group(1)] = m.group(2)
-    return found
-
-
 def test_each_case_is_an_item_with_doctests_verdict_and_a_crash_is_the_running_cases(project):
     project.write("kernel_doctest_test.cc", KERNEL)
     result = project.run("-v", "-rs")
-    assert verdicts(result) == {
-        "adds two numbers": "PASSED",
-        "kernels/fails": "FAILED",
-        "kernels/subcases": "FAILED",
-        "skipped": "SKIPPED",
-        "crashes": "FAILED",
-        "after": "FAILED",
-    }
+    assert case_outcomes(result) == KERNEL_VERDICTS
     text = result.stdout.str()
     assert "at kernel_doctest_test.cc:9" in text  # where the failing check is
     assert "> kernel_doctest_test.cc:9 " in text  # the source line, with its context
@@ -317,7 +292,7 @@ def test_each_case_is_an_item_with_doctests_verdict_and_a_crash_is_the_running_c
 def test_a_test_printing_doctests_closing_lines_and_leaving_early_passes_nothing(project):
     project.write("forge_doctest_test.cc", FORGING)
     result = project.run("-v")
-    assert verdicts(result) == {"first": "PASSED", "leaves early": "FAILED", "never reached": "FAILED"}
+    assert case_outcomes(result) == {"first": "PASSED", "leaves early": "FAILED", "never reached": "FAILED"}
     assert "no verdict: output ended while this case was running" in result.stdout.str()
 
 
@@ -325,7 +300,7 @@ def test_with_exceptions_a_failed_require_and_a_throw_end_their_case_only(projec
     project.write("require_doctest_test.cc", REQUIRING)
     project.write("ondevice.toml", 'cxxflags = ["-fexceptions"]\n')
     result = project.run("-v")
-    assert verdicts(result) == {"requires": "FAILED", "throws": "FAILED", "after": "PASSED"}
+    assert case_outcomes(result) == {"requires": "FAILED", "throws": "FAILED", "after": "PASSED"}
     text = result.stdout.str()
     assert "require_doctest_test.cc:5: FATAL ERROR: REQUIRE( 2 == 3 ) is NOT correct!" in text
     assert "test case THREW exception: boom" in text
@@ -345,7 +320,7 @@ def test_a_source_with_doctests_main_of_its_own_keeps_it(project):
         """,
     )
     result = project.run("-v")
-    assert verdicts(result) == {"passes": "PASSED"}
+    assert case_outcomes(result) == {"passes": "PASSED"}
 
 
 @pytest.mark.slow
@@ -353,14 +328,7 @@ def test_the_cases_run_per_case_on_arm64_under_qemu(project):
     """Header-only: the cross compiler finds Debian's doctest in /usr/include."""
     project.write("kernel_doctest_test.cc", KERNEL)
     result = project.run("-v", "--device=qemu", board="rpi")
-    assert verdicts(result) == {
-        "adds two numbers": "PASSED",
-        "kernels/fails": "FAILED",
-        "kernels/subcases": "FAILED",
-        "skipped": "SKIPPED",
-        "crashes": "FAILED",
-        "after": "FAILED",
-    }
+    assert case_outcomes(result) == KERNEL_VERDICTS
     text = result.stdout.str()
     assert "at kernel_doctest_test.cc:9" in text
     assert "crashed: killed by SIGSEGV while this case was running" in text
