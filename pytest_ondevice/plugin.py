@@ -172,6 +172,8 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
         "ondevice_cmake_cache", "cache variables of the CMake project: NAME=VALUE, one a line", type="linelist"
     )
     parser.addini("ondevice_cmake_targets", "the CMake targets to build (default: all)", type="args")
+    parser.addini("ondevice_cmake_labels", "run only the CTest tests with one of these labels", type="args")
+    parser.addini("ondevice_cmake_exclude_labels", "leave out the CTest tests with one of these labels", type="args")
     parser.addini(
         "ondevice_cargo", "collect the #[test]s of Rust crates (directories with Cargo.toml)", type="bool", default=True
     )
@@ -251,12 +253,20 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_report_header(config: pytest.Config) -> str | None:
     """A project set up for us but run without a board collects none of its device tests:
     said at the top, so that "collected 0 items" is not a riddle."""
-    if selected_boards(config) or not config.getini("ondevice_cmake"):
+    if selected_boards(config) or not (config.getini("ondevice_cmake") or _has_cmake_table(config)):
         return None
     return (
         "ondevice: no board selected, so ondevice_cmake's tests are not collected: "
         "--board=host runs them here (ondevice_board in the ini makes it the default)"
     )
+
+
+def _has_cmake_table(config: pytest.Config) -> bool:
+    toml = (config.inipath.parent if config.inipath else config.rootpath) / "ondevice.toml"
+    try:
+        return toml.is_file() and "[cmake]" in toml.read_text(errors="replace")
+    except OSError:
+        return False
 
 
 def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> tuple[str, str, Any] | None:

@@ -53,11 +53,20 @@ class CMakeError(BuildError):
 
 @dataclass(frozen=True)
 class CMakeProject:
-    """What ondevice_cmake (the ini) asks for: the source dir and how to configure it."""
+    """What ondevice_cmake (the ini) or [cmake] (ondevice.toml) asks for: the source dir,
+    how to configure it, which tests to run."""
 
     source: Path
     cache: tuple[tuple[str, str], ...] = ()  # -D NAME=VALUE
     targets: tuple[str, ...] = ()  # built (default: all)
+    labels: tuple[str, ...] = ()  # only the tests with one of these CTest labels (ctest -L)
+    exclude_labels: tuple[str, ...] = ()  # none with one of these (ctest -LE)
+
+    def selects(self, labels: tuple[str, ...]) -> bool:
+        """Whether a test with these labels is run."""
+        if self.labels and not set(labels) & set(self.labels):
+            return False
+        return not set(labels) & set(self.exclude_labels)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .keys import TEST_PATTERNS
 from .schema import SECONDS, ConfigError, check, load_toml
@@ -50,6 +51,9 @@ SPEC = {
     "models": {"*": {"saved_model": str, "signature": str, "tag_set": str}},
     **_FILE_KEYS,
     "files": {"*": {**_FILE_KEYS, "sources": list}},
+    # a CMake project run as it is (in the ondevice.toml beside the ini; docs/cmake.md): its
+    # source dir, cache variables, targets built, and the CTest labels run or left out
+    "cmake": {"source": str, "cache": "table", "targets": list, "labels": list, "exclude_labels": list},
 }
 
 
@@ -234,6 +238,19 @@ def _repository_root(path: Path) -> Path:
         if (d / ".git").exists() or (d / ".hg").exists():
             return d
     return path
+
+
+def cmake_table(path: Path) -> dict[str, Any] | None:
+    """The [cmake] table of an ondevice.toml, checked like the rest of the file, its source
+    dir resolved against the file's; None when it has none."""
+    data = load_toml(path)
+    check(data, SPEC, path)
+    table = data.get("cmake")
+    if table is None:
+        return None
+    if "source" not in table:
+        raise ConfigError(f"{path}: [cmake] needs 'source', the project's dir (\".\" for this one)")
+    return {**table, "source": (path.parent / table["source"]).resolve()}
 
 
 def load(

@@ -22,9 +22,9 @@ from __future__ import annotations
 import functools
 import hashlib
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .. import formats
 from ..compiling import cmake, compiledout, elf, toolchain
@@ -48,6 +48,15 @@ from .unusable import device_unusable, skip_all
 if TYPE_CHECKING:
     from .engine import Engine
 
+
+@dataclass(frozen=True)
+class Beside:
+    """What goes to the device with a binary, and the environment it runs in."""
+
+    files: tuple[Path, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+
+
 NONCE_LINE_SYMBOL = "ondevice_nonce_line"  # micro_test.h's
 LOST_RETRIES = 2  # rebuilds of a binary whose cache entries keep vanishing, before an error
 
@@ -56,13 +65,13 @@ def live(engine: Engine, spec: BinarySpec, earlier: tuple[Rerun, ...] = ()) -> B
     """The binary's result: built (by the time it is asked for, usually already), then run
     on the first device of its board that can, its output read into verdicts."""
     if spec.ctest is not None and spec.ctest.data and spec.board.kind == "baremetal":
-        built: tuple[Artifact, float, Any] | BinaryResult = _no_files(spec, spec.ctest.data)
+        built: tuple[Artifact, float, Beside] | BinaryResult = _no_files(spec, spec.ctest.data)
     else:
         built = _ready(engine, spec, lambda: _intact(engine, spec, engine.build_future(spec).result()))
     if not isinstance(built, tuple):
         result: BinaryResult = built
-    elif built[2] and spec.board.kind == "baremetal":  # a configuration error: never a test failure
-        result = _no_files(spec, built[2])
+    elif built[2].files and spec.board.kind == "baremetal":  # a configuration error: never a test failure
+        result = _no_files(spec, built[2].files)
     elif engine.settings.build_only:
         result = Built(artifact=built[0])
     else:
@@ -70,7 +79,7 @@ def live(engine: Engine, spec: BinarySpec, earlier: tuple[Rerun, ...] = ()) -> B
     return replace(result, reruns=(*earlier, *result.reruns)) if earlier else result
 
 
-def _no_files(spec: BinarySpec, data) -> InfraError:
+def _no_files(spec: BinarySpec, data: tuple[Path, ...]) -> InfraError:
     """A test that reads files, on a board with no file system: an error naming the test
     and its files, whether the build would link (newlib has no open()) or not."""
     files = ", ".join(str(d) for d in data)
@@ -141,13 +150,7 @@ def _cmake_binary(engine: Engine, spec: BinarySpec) -> Artifact:
     incremental build), then this test's executable, verified by its content hash."""
     run, board = spec.ctest, spec.board
     assert run is not None
-
-    def configured_and_built() -> tuple[cmake.Configured, dict[str, str]]:  # collected elsewhere (xdist)
-        where = cmake_build_dir(engine, board.name, run.project)
-        tc = toolchain.resolve(board)
-        return cmake.configured_and_built(run.project, board, tc, where, engine.settings.jobs)
-
-    _, failed = engine.builder.once(("cmake", board.name, run.project.source), configured_and_built)
+    _, failed = _configured(engine, spec)
     if run.target in failed or not run.executable.is_file():
         why = failed.get(run.target) or failed.get("") or "CMake built no such file"
         raise cmake.CMakeError(
@@ -157,31 +160,39 @@ def _cmake_binary(engine: Engine, spec: BinarySpec) -> Artifact:
     return hashed(run.executable)
 
 
-def _ctest_data(engine: Engine, spec: BinarySpec) -> tuple[tuple[Path, ...], tuple[tuple[str, str], ...]]:
-    """What a CTest test's run needs beside it: its files, and the project's shared
-    libraries with the loader told to look where they are."""
-    run = spec.ctest
+def _configured(engine: Engine, spec: BinarySpec) -> tuple[cmake.Configured, dict[str, str]]:
+    """The board's tree of the project, configured and built once a session: at collection,
+    or here in a process that did not collect (an xdist worker's side process)."""
+    run, board = spec.ctest, spec.board
     assert run is not None
-    configured: cmake.Configured | None = engine.builder.once(
-        ("cmake", spec.board.name, run.project.source), lambda: (None, {})
-    )[0]
-    libraries: tuple[Path, ...] = tuple(configured.shared_libraries()) if configured is not None else ()
+
+    def configured_and_built() -> tuple[cmake.Configured, dict[str, str]]:
+        where = cmake_build_dir(engine, board.name, run.project)
+        return cmake.configured_and_built(run.project, board, toolchain.resolve(board), where, engine.settings.jobs)
+
+    return engine.builder.once(("cmake", board.name, run.project.source), configured_and_built)
+
+
+def _beside(engine: Engine, spec: BinarySpec) -> Beside:
+    """What goes with the binary: its directory's data files; for a CTest test, the files
+    it reads and the project's shared libraries, with the loader told to look beside it,
+    and CTest's environment."""
+    run = spec.ctest
+    if run is None:
+        return Beside(engine.dir_config(spec.source).for_file(spec.source).data)
+    libraries = tuple(lib for lib in _configured(engine, spec)[0].shared_libraries() if lib.is_file())
     env = (*run.env, ("LD_LIBRARY_PATH", ".")) if libraries else run.env
-    return (*run.data, *(lib for lib in libraries if lib.is_file())), env
+    return Beside((*run.data, *libraries), env)
 
 
 def _ready(
     engine: Engine, spec: BinarySpec, build: Callable[[], Artifact]
-) -> tuple[Artifact, float, Any] | BinaryResult:
-    """The binary with its timeout and data files, or the result that says why there is none."""
+) -> tuple[Artifact, float, Beside] | BinaryResult:
+    """The binary with its timeout and what goes with it, or the result that says why there is none."""
     try:
         artifact = build()
-        if spec.ctest is not None:
-            timeout = spec.ctest.timeout or engine.timeout_for(spec)
-            data: Any = _ctest_data(engine, spec)[0]
-        else:
-            timeout = engine.timeout_for(spec)
-            data = engine.dir_config(spec.source).for_file(spec.source).data
+        timeout = (spec.ctest and spec.ctest.timeout) or engine.timeout_for(spec)
+        beside = _beside(engine, spec)
     except (CacheError, ConfigError, toolchain.ToolchainError, cmake.CMakeError) as e:
         # an unusable cache or build dir, a broken ondevice.toml, no compiler (or CUDA
         # toolkit) for the board: not the code's fault, so the items are errors naming the
@@ -192,7 +203,7 @@ def _ready(
         return Ran(verdicts=skipped) if skipped is not None else BuildFailed(message=str(e))
     except (BuildError, SizeError) as e:
         return BuildFailed(message=str(e))
-    return artifact, timeout, data
+    return artifact, timeout, beside
 
 
 def _intact(engine: Engine, spec: BinarySpec, artifact: Artifact) -> Artifact:
@@ -209,7 +220,7 @@ def _rechecked(engine: Engine, spec: BinarySpec, artifact: Artifact) -> bool:
 
 
 # -- 3. place: the next device --------------------------------------------------------------
-def _on_a_device(engine: Engine, spec: BinarySpec, artifact: Artifact, timeout: float, data: Any) -> BinaryResult:
+def _on_a_device(engine: Engine, spec: BinarySpec, artifact: Artifact, timeout: float, beside: Beside) -> BinaryResult:
     """The result on the first device of the board that could run the binary."""
     fleet = Failover(spec, engine.devices)
     last: InfraError | None = None
@@ -231,7 +242,7 @@ def _on_a_device(engine: Engine, spec: BinarySpec, artifact: Artifact, timeout: 
             break
         with lease:
             engine.devices.follow(lease.device)
-            result = _on_leased(engine, spec, lease, artifact, timeout, data)
+            result = _on_leased(engine, spec, lease, artifact, timeout, beside)
         if not isinstance(result, InfraError):
             return fleet.ran(result)
         suspect = fleet.judge(lease.device, result)
@@ -244,7 +255,7 @@ def _on_a_device(engine: Engine, spec: BinarySpec, artifact: Artifact, timeout: 
 
 # -- 2. deploy and run: reconnect -----------------------------------------------------------
 def _on_leased(
-    engine: Engine, spec: BinarySpec, lease: Lease, artifact: Artifact, timeout: float, data: Any
+    engine: Engine, spec: BinarySpec, lease: Lease, artifact: Artifact, timeout: float, beside: Beside
 ) -> BinaryResult:
     """Deploy and run on one leased device; a dropped connection is reopened and run
     again, keeping the log of every attempt."""
@@ -269,12 +280,11 @@ def _on_leased(
         log = DeviceLog(log_path, prefix, parser.feed_line, engine.live, engine.settings.log_max)
         try:
             transport = engine.devices.transport(device)
-            deployed = transport.deploy(artifact.path, artifact.sha256, data)
+            deployed = transport.deploy(artifact.path, artifact.sha256, beside.files)
             engine.count_deploy(deployed.pushed)
-            args: list[str] = []
-            if spec.ctest is not None:  # as CTest runs it: its arguments, its environment
-                args = list(spec.ctest.args)
-                deployed = replace(deployed, env=_ctest_data(engine, spec)[1])
+            args = list(spec.ctest.args) if spec.ctest is not None else []  # as CTest runs it
+            if beside.env:
+                deployed = replace(deployed, env=beside.env)
             record = transport.run_file(deployed) if harness.record_args else None
             end = transport.run(deployed, [*args, *harness.args(record)], timeout, log.feed)
             if record is not None:

@@ -58,6 +58,7 @@ def activate(config: pytest.Config) -> None:
             reg.get(name)
     except ConfigError as e:
         raise pytest.UsageError(str(e)) from None
+    cmake_project(config)  # a CMake table with a typo stops the run here, naming the file and key
     worker = getattr(config, "workerinput", {}).get("workerid")  # "gw0", ... on an xdist worker
     try:
         settings = assemble.settings(

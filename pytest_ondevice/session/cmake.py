@@ -20,7 +20,9 @@ import pytest
 
 from .. import formats
 from ..compiling import cmake, toolchain
+from ..config import dirconfig
 from ..config.keys import SESSION_KEY, selected_boards
+from ..config.schema import ConfigError
 from ..formats.discover import Case
 from ..run.life import cmake_build_dir
 from ..run.spec import BinarySpec, CTestRun
@@ -32,17 +34,55 @@ PER_CASE = ("--gtest_filter=", "--gtest_also_run_disabled_tests", "--test-case="
 
 
 def project_of(config: pytest.Config) -> cmake.CMakeProject | None:
-    """The ini's ondevice_cmake, relative to the ini file; None when not set."""
-    where = config.getini("ondevice_cmake")
-    if not where:
-        return None
+    """The CMake project the run is for: the ini's ondevice_cmake (relative to the ini
+    file), else the [cmake] table of the ondevice.toml beside it; None when neither says.
+    Read once a session (every collected file asks)."""
+    if PROJECT_KEY not in config.stash:
+        config.stash[PROJECT_KEY] = _project(config)
+    return config.stash[PROJECT_KEY]
+
+
+def _project(config: pytest.Config) -> cmake.CMakeProject | None:
     base = config.inipath.parent if config.inipath else config.rootpath
-    cache = []
-    for entry in config.getini("ondevice_cmake_cache"):
-        name, _, value = entry.partition("=")
-        cache.append((name.strip(), value.strip()))
-    targets = tuple(config.getini("ondevice_cmake_targets"))
-    return cmake.CMakeProject((base / where).resolve(), tuple(cache), targets)
+    where = config.getini("ondevice_cmake")
+    if where:
+        cache = []
+        for entry in config.getini("ondevice_cmake_cache"):
+            name, _, value = entry.partition("=")
+            cache.append((name.strip(), value.strip()))
+        return cmake.CMakeProject(
+            (base / where).resolve(),
+            tuple(cache),
+            tuple(config.getini("ondevice_cmake_targets")),
+            tuple(config.getini("ondevice_cmake_labels")),
+            tuple(config.getini("ondevice_cmake_exclude_labels")),
+        )
+    toml = base / "ondevice.toml"
+    if not toml.is_file():
+        return None
+    try:
+        table = dirconfig.cmake_table(toml)
+    except ConfigError as e:
+        raise pytest.UsageError(str(e)) from None
+    if table is None:
+        return None
+    return cmake.CMakeProject(
+        table["source"],
+        tuple((name, _cache_value(value)) for name, value in table.get("cache", {}).items()),
+        tuple(table.get("targets", ())),
+        tuple(table.get("labels", ())),
+        tuple(table.get("exclude_labels", ())),
+    )
+
+
+def _cache_value(value: object) -> str:
+    """A TOML value as CMake's cache takes it: true is ON."""
+    if isinstance(value, bool):
+        return "ON" if value else "OFF"
+    return str(value)
+
+
+PROJECT_KEY = pytest.StashKey["cmake.CMakeProject | None"]()
 
 
 class CMakeFile(pytest.File):
@@ -110,6 +150,8 @@ def _runs(project: cmake.CMakeProject, configured: cmake.Configured) -> list[tup
     binary (each filtered to its case) are one run of all its cases again."""
     groups: dict[tuple, tuple[CTestRun, list[cmake.CTestTest]]] = {}
     for test in configured.tests:
+        if not project.selects(test.labels):
+            continue
         found = _executable(configured, test.command)
         if found is None:  # not built (the run says why), or not the project's (a script, cmake -E)
             found = _unbuilt(configured, test)
@@ -132,11 +174,7 @@ def _runs(project: cmake.CMakeProject, configured: cmake.Configured) -> list[tup
             )
             groups[key] = (run, [])
         groups[key][1].append(test)
-    return [(_named(run, tests), tests) for run, tests in groups.values()]
-
-
-def _named(run: CTestRun, tests: list[cmake.CTestTest]) -> CTestRun:
-    return replace(run, tests=tuple(t.name for t in tests))
+    return [(replace(run, tests=tuple(t.name for t in tests)), tests) for run, tests in groups.values()]
 
 
 def _executable(configured: cmake.Configured, command: tuple[str, ...]) -> tuple[int, cmake.Target] | None:
