@@ -28,7 +28,7 @@ from .discover import Case, code_of, line_at
 from .hooked import HookedFormat, HookedStream
 from .stream import Summary
 from .verdicts import Outcome
-from .wordnames import WordNamedStream, after_first_argument, as_word, literal_at
+from .wordnames import WordNamedStream, as_word, name_argument
 
 _DECLARED = re.compile(r"\b(?:CATCH_)?(TEST_CASE_METHOD|TEST_CASE|SCENARIO)\s*\(")
 _IMPLEMENTS = {"CATCH_CONFIG_MAIN", "CATCH_CONFIG_RUNNER"}  # the source holds Catch2's implementation
@@ -166,12 +166,7 @@ class Catch2(HookedFormat):
         code = code_of(text)
         cases: dict[str, Case] = {}
         for m in _DECLARED.finditer(code):
-            at = m.end()
-            if m.group(1) == "TEST_CASE_METHOD":  # its class first: the name is the second argument
-                at = after_first_argument(code, at)
-                if at < 0:
-                    continue
-            name = literal_at(text, code, at)
+            name = name_argument(text, code, m.end(), m.group(1) == "TEST_CASE_METHOD")
             if name is None:
                 continue
             if m.group(1) == "SCENARIO":

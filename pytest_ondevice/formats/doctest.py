@@ -31,7 +31,7 @@ from .discover import Case, code_of, line_at
 from .hooked import HookedFormat, HookedStream
 from .stream import Summary
 from .verdicts import Outcome
-from .wordnames import WordNamedStream, after_first_argument, as_word, literal_at
+from .wordnames import WordNamedStream, as_word, name_argument
 
 _EVENT = re.compile(
     r"\b(?:DOCTEST_)?(TEST_SUITE_BEGIN|TEST_SUITE_END|TEST_SUITE|TEST_CASE_FIXTURE|TEST_CASE|SCENARIO)\s*\(|[{}]"
@@ -143,15 +143,10 @@ class Doctest(HookedFormat):
                         blocks.pop()
                     depth -= 1
                 continue
-            at = m.end()
             if kind == "TEST_SUITE_END":
                 begun = ""
                 continue
-            if kind == "TEST_CASE_FIXTURE":  # its class first: the name is the second argument
-                at = after_first_argument(code, at)
-                if at < 0:
-                    continue
-            name = literal_at(text, code, at)
+            name = name_argument(text, code, m.end(), kind == "TEST_CASE_FIXTURE")
             if name is None:
                 continue
             if kind == "TEST_SUITE":

@@ -79,6 +79,17 @@ def after_first_argument(code: str, at: int) -> int:
     return -1
 
 
+def name_argument(text: str, code: str, at: int, fixture_first: bool) -> str | None:
+    """The string literal a case-declaring macro names its case with (at: after its `(`): the
+    first argument, or the second where the first is the fixture's class (`TEST_CASE_METHOD`,
+    `TEST_CASE_FIXTURE`); None when it is no literal."""
+    if fixture_first:
+        at = after_first_argument(code, at)
+        if at < 0:
+            return None
+    return literal_at(text, code, at)
+
+
 class WordNamedStream(CaseStream):
     """A CaseStream whose cases are kept under their words (as_word)."""
 
