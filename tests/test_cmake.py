@@ -266,3 +266,80 @@ def test_a_typo_in_the_cmake_table_names_the_file_and_key(project):
     result = project.run()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*ondevice.toml*cmake.label*labels*"])
+
+
+FIXTURE_STEP = r"""#include <stdio.h>
+#include <string.h>
+/* make, use or drop a file: the three steps of a CTest fixture */
+int main(int argc, char **argv) {
+  if (argc < 3) return 2;
+  if (!strcmp(argv[1], "make")) {
+    FILE *f = fopen(argv[2], "w");
+    return !f || fputs("db", f) < 0 || fclose(f) != 0;
+  }
+  if (!strcmp(argv[1], "use")) {
+    FILE *f = fopen(argv[2], "r");
+    if (!f) fprintf(stderr, "no %s: its fixture was not set up first\n", argv[2]);
+    return !f;
+  }
+  return !strcmp(argv[1], "drop") ? remove(argv[2]) != 0 : 2;
+}
+"""
+
+
+def with_fixture(project, setup: str = "make") -> Path:
+    """A fixture whose tests CTest lists in the wrong order: the user first, its set-up and
+    clean-up after; one executable, three argument sets."""
+    proj = project.path / "proj"
+    (proj / "tests" / "fixture_step.c").write_text(FIXTURE_STEP)
+    db = project.path / "db.txt"
+    cmake = proj / "CMakeLists.txt"
+    cmake.write_text(
+        cmake.read_text() + "add_executable(fixture_step tests/fixture_step.c)\n"
+        f"add_test(NAME use_db COMMAND fixture_step use {db})\n"
+        f"add_test(NAME make_db COMMAND fixture_step {setup} {db})\n"
+        f"add_test(NAME drop_db COMMAND fixture_step drop {db})\n"
+        "set_tests_properties(use_db PROPERTIES FIXTURES_REQUIRED db)\n"
+        "set_tests_properties(make_db PROPERTIES FIXTURES_SETUP db)\n"
+        "set_tests_properties(drop_db PROPERTIES FIXTURES_CLEANUP db)\n"
+    )
+    return db
+
+
+def test_ctest_fixtures_run_set_up_first_and_clean_up_last(cmake_project):
+    db = with_fixture(cmake_project)
+    result = cmake_project.run("-v", "-k", "_db")
+    assert case_outcomes(result) == {"make_db": "PASSED", "use_db": "PASSED", "drop_db": "PASSED"}
+    order = [line.split("::")[1].split("[")[0] for line in result.outlines if "_db[host]" in line]
+    assert order == ["make_db", "use_db", "drop_db"]
+    assert not db.exists()  # cleaned up after its user
+
+
+def test_a_test_whose_fixture_did_not_set_up_is_not_run_as_ctest_says(cmake_project):
+    with_fixture(cmake_project, setup="wrong-step")
+    result = cmake_project.run("-v", "-k", "_db")
+    assert case_outcomes(result) == {"make_db": "FAILED", "use_db": "FAILED", "drop_db": "FAILED"}
+    result.stdout.fnmatch_lines(["*not run: fixture db's setup test make_db failed*"])
+    (build_dir,) = build_dirs(cmake_project, "host")
+    assert {t: v for t, v in ctest(build_dir).items() if t.endswith("_db")} == {
+        "make_db": "Failed",
+        "use_db": "Failed",  # "Not Run"
+        "drop_db": "Failed",  # nothing to drop
+    }
+
+
+def test_a_fixtures_set_up_left_out_of_the_run_is_said(cmake_project):
+    with_fixture(cmake_project)
+    result = cmake_project.run("-v", "-k", "use_db")
+    assert case_outcomes(result) == {"use_db": "FAILED"}
+    result.stdout.fnmatch_lines(["*setup test make_db is left out of this run: select it too*"])
+
+
+@pytest.mark.slow
+def test_under_xdist_a_fixtures_tests_run_on_one_worker_in_order(cmake_project):
+    db = with_fixture(cmake_project)
+    result = cmake_project.run("-v", "-n", "2", "-k", "_db or dot_exit or Dot.")
+    result.assert_outcomes(passed=7)
+    order = [line.split("::")[1].split("[")[0] for line in result.outlines if "PASSED" in line and "_db[host]" in line]
+    assert order == ["make_db", "use_db", "drop_db"]
+    assert not db.exists()

@@ -91,6 +91,8 @@ class CTestTest:
     disabled: bool = False
     required_files: tuple[Path, ...] = ()
     fixtures: tuple[str, ...] = ()  # FIXTURES_REQUIRED
+    sets_up: tuple[str, ...] = ()  # FIXTURES_SETUP
+    cleans_up: tuple[str, ...] = ()  # FIXTURES_CLEANUP
     line: int | None = None  # of its add_test in `file`
     file: Path | None = None
 
@@ -292,6 +294,8 @@ def list_tests(build_dir: Path) -> list[CTestTest]:
                 disabled=bool(props.get("DISABLED", False)),
                 required_files=tuple(Path(f) for f in props.get("REQUIRED_FILES", [])),
                 fixtures=tuple(props.get("FIXTURES_REQUIRED", [])),
+                sets_up=tuple(props.get("FIXTURES_SETUP", [])),
+                cleans_up=tuple(props.get("FIXTURES_CLEANUP", [])),
                 file=where[0],
                 line=where[1],
             )

@@ -15,13 +15,16 @@ left with nothing takes back a binary another worker has queued but not started 
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Callable
 
 from xdist.scheduler import LoadScopeScheduling
 
 
 class BinaryScheduling(LoadScopeScheduling):
-    def __init__(self, config, log=None) -> None:
+    def __init__(self, config, log=None, scope_of: Callable[[str], str | None] | None = None) -> None:
+        """scope_of: the unit of an item the file patterns do not tell (a CMake project's)."""
         super().__init__(config, log)
+        self.scope_of = scope_of
         self.patterns = config.getini("ondevice_files").split()
         self._starved: list = []  # workers with nothing left to run, waiting for a steal
         self._asked: tuple | None = None  # (worker, binary) of the one steal in flight
@@ -42,6 +45,9 @@ class BinaryScheduling(LoadScopeScheduling):
         self._steal()
 
     def _split_scope(self, nodeid: str) -> str:
+        scope = self.scope_of(nodeid) if self.scope_of is not None else None
+        if scope is not None:
+            return scope
         path, sep, name = nodeid.partition("::")
         if sep and name.endswith("]") and any(fnmatch.fnmatch(path.rsplit("/", 1)[-1], p) for p in self.patterns):
             return f"{path}::[{name.rsplit('[', 1)[-1]}"  # the file and the board: one binary

@@ -23,6 +23,7 @@ from ..config.schema import ConfigError
 from ..config.settings import Settings
 from ..farm.devices import Devices
 from . import life, ways
+from .fixtures import FixtureGate
 from .messages import Progress
 from .results import BinaryResult
 from .spec import BinarySpec
@@ -53,10 +54,11 @@ class Engine:
             settings.test_patterns,
         )
         self.build_pool = ThreadPoolExecutor(max_workers=max(2, settings.jobs * 2))
-        self._builds: dict[tuple[str, Path], Future] = {}
+        self._builds: dict[tuple, Future] = {}
         self._pools: dict[tuple[str, str], ThreadPoolExecutor] = {}  # (run|push, board)
-        self._consumed: set[tuple[str, Path]] = set()
+        self._consumed: set[tuple] = set()
         self.way: ways.Way = ways.InProcess(self)  # until start() chooses
+        self.fixtures = FixtureGate([])  # CTest's, among the session's binaries
         self.stopping = threading.Event()  # set at session end: queued and running runs stop
         self._closed = False
         # the run's shared state; a session made without one (not by the plugin) has its own
@@ -92,6 +94,7 @@ class Engine:
     ) -> list[BinarySpec]:
         """Choose how the binaries run (ways.choose) and start their builds; the specs
         built in this process are returned (pytest waits for those before the first case)."""
+        self.fixtures = FixtureGate(specs)
         self.way, here = ways.choose(self, specs, keep, ahead=ahead, aside=aside, progress=progress)
         return here
 

@@ -40,6 +40,7 @@ from ..formats.devlog import DeviceLog, keep_attempt_log, remove_attempt_logs
 from ..formats.parser import Parser, complete_parser
 from ..formats.verdicts import RunEnd
 from ..transports import InfrastructureError
+from . import fixtures
 from .failover import Failover
 from .results import BinaryResult, BuildFailed, Built, InfraError, Ran, Rerun
 from .spec import BinarySpec
@@ -64,6 +65,8 @@ LOST_RETRIES = 2  # rebuilds of a binary whose cache entries keep vanishing, bef
 def live(engine: Engine, spec: BinarySpec, earlier: tuple[Rerun, ...] = ()) -> BinaryResult:
     """The binary's result: built (by the time it is asked for, usually already), then run
     on the first device of its board that can, its output read into verdicts."""
+    if (why := engine.fixtures.before(spec, engine.way.result)) is not None:  # CTest's fixtures
+        return fixtures.not_run(spec, why)
     if spec.ctest is not None and spec.ctest.data and spec.board.kind == "baremetal":
         built: tuple[Artifact, float, Beside] | BinaryResult = _no_files(spec, spec.ctest.data)
     else:

@@ -24,6 +24,15 @@ class CTestRun:
     data: tuple[Path, ...] = ()  # files and directories the run's directory holds
     timeout: float | None = None  # TIMEOUT
     tests: tuple[str, ...] = ()  # the CTest names
+    requires: tuple[str, ...] = ()  # CTest fixtures: run after the tests that set them up
+    setup_tests: tuple[str, ...] = ()  # ... those tests, by name
+    sets_up: tuple[str, ...] = ()
+    cleans_up: tuple[str, ...] = ()  # run after the tests that require them
+
+    @property
+    def phase(self) -> int:
+        """Where CTest's fixtures put the run: set-ups first, clean-ups last."""
+        return 0 if self.sets_up else 2 if self.cleans_up else 1
 
 
 @dataclass(frozen=True)
@@ -40,5 +49,9 @@ class BinarySpec:
     ctest: CTestRun | None = None  # a CMake project's test: built by CMake, not by us
 
     @property
-    def key(self) -> tuple[str, Path]:
+    def key(self) -> tuple:
+        """One binary's run: its source on a board (a CMake project may run one executable
+        as several CTest tests, each with its own arguments)."""
+        if self.ctest is not None:
+            return (self.board.name, self.source, self.ctest.tests)
         return (self.board.name, self.source)

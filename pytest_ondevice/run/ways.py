@@ -62,13 +62,14 @@ def choose(
 ) -> tuple[Way, list[BinarySpec]]:
     """The session's way, and the specs whose builds start in this process now (those in
     keep, whose cases may be skipped at run time, never run beside pytest)."""
-    if ahead and aside:
+    in_order = engine.fixtures.keys  # CTest's fixtures: run here, in item order, each when asked
+    if ahead and aside and not in_order:
         side = SideProcess.started(engine, specs, keep, progress)
         if side is not None:
             engine.prebuild(side.here)
             return side, side.here
     engine.prebuild(specs)
-    queued = [s for s in specs if engine.devices.runs_ahead(s.board)] if ahead else []
+    queued = [s for s in specs if engine.devices.runs_ahead(s.board) and s.key not in in_order] if ahead else []
     return (Ahead(engine, queued) if queued else InProcess(engine)), specs
 
 

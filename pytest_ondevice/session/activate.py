@@ -29,6 +29,7 @@ from ..farm.fleet import Fleet
 from ..farm.lease import identity
 from ..records.benchreport import BenchReport, load_baseline
 from ..run.engine import Engine
+from ..run.fixtures import FixtureGate
 from ..run.life import coverage_data
 from ..transports import InfrastructureError
 from .cmake import CMakeFile
@@ -366,8 +367,6 @@ class OnDevicePlugin:
         # way, so no full collection of the run, nor pytest's at exit, walks them again. Before
         # the fork below, as the gc docs advise: the side process's collections skip them too.
         gc.freeze()
-        if hasattr(session.config, "workerinput"):
-            return  # xdist workers build on demand: they do not know their share yet
         specs = {}
         marked = set()  # binaries with a case that may not run: they run when read, never ahead
         on_device = False  # a scripted test leases the board's device itself
@@ -381,6 +380,9 @@ class OnDevicePlugin:
                 specs[spec.key] = spec
             if marks & RUN_MAY_NOT_COME:
                 marked.add(spec.key)
+        if hasattr(session.config, "workerinput"):  # xdist workers build on demand: they do not know their share yet
+            ondevice.fixtures = FixtureGate(list(specs.values()))  # a fixture's tests are one worker's (scheduling)
+            return
         if session.config.getoption("collectonly"):
             return  # listing tests builds nothing
         if session.testsfailed and not session.config.option.continue_on_collection_errors:
@@ -469,8 +471,9 @@ class OnDevicePlugin:
         if config.getvalue("dist") != "load":
             return None
         from ..farm.scheduling import BinaryScheduling
+        from .cmake import xdist_scope
 
-        return BinaryScheduling(config, log)
+        return BinaryScheduling(config, log, xdist_scope(config))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node, error) -> None:

@@ -12,7 +12,8 @@ or listed wrong is a collection error naming CMake's message, never a test's fai
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -75,6 +76,35 @@ def _project(config: pytest.Config) -> cmake.CMakeProject | None:
     )
 
 
+def xdist_scope(config: pytest.Config) -> Callable[[str], str | None] | None:
+    """xdist's unit of work for the project's items: one binary (its source on a board), or
+    the whole project on a board when CTest's fixtures tie its tests together (they run on
+    one worker, in order). Read from the board's build tree, which the workers' collection
+    configured before the controller schedules."""
+    project = project_of(config)
+    if project is None:
+        return None
+    engine = config.stash.get(SESSION_KEY, None)
+    root = config.rootpath
+    tied: dict[str, bool] = {}
+
+    def scope_of(nodeid: str) -> str | None:
+        path, sep, name = nodeid.partition("::")
+        if not sep or not name.endswith("]") or not (root / path).resolve().is_relative_to(project.source):
+            return None
+        board = name.rsplit("[", 1)[-1][:-1]
+        if board not in tied:
+            where = cmake_build_dir(engine, board, project) if engine is not None else None
+            tied[board] = where is not None and _has_fixtures(where)
+        return f"{project.source}::[{board}]" if tied[board] else f"{path}::[{board}]"
+
+    return scope_of
+
+
+def _has_fixtures(build_dir: Path) -> bool:
+    return any("FIXTURES_" in f.read_text(errors="replace") for f in build_dir.rglob("CTestTestfile.cmake"))
+
+
 def _cache_value(value: object) -> str:
     """A TOML value as CMake's cache takes it: true is ON."""
     if isinstance(value, bool):
@@ -114,8 +144,14 @@ class CMakeFile(pytest.File):
                 spec, source, cases = _spec(self.config.rootpath, board, run, target, tests)
                 labels = tuple(dict.fromkeys(label for t in tests for label in t.labels))
                 by_source.setdefault(source, []).append((spec, cases, labels, all(t.disabled for t in tests)))
-        for source, specs in by_source.items():
+        # CTest's fixtures: set-ups first, clean-ups last (the rest in CTest's order)
+        for source, specs in sorted(by_source.items(), key=lambda kv: min(_phase(s) for s in kv[1])):
+            specs.sort(key=_phase)
             yield CTestSource.from_parent(self, path=source, nodeid=_rel(source, self.config.rootpath), specs=specs)
+
+
+def _phase(entry: tuple) -> int:
+    return entry[0].ctest.phase
 
 
 class CTestSource(pytest.File):
@@ -160,7 +196,7 @@ def _runs(project: cmake.CMakeProject, configured: cmake.Configured) -> list[tup
         index, target = found
         executable = Path(test.command[index]) if index >= 0 else target.artifacts[0]
         args = tuple(a for a in test.command[index + 1 :] if not a.startswith(PER_CASE) and a != test.name)
-        key = (target.name, args, test.cwd, test.env)
+        key = (target.name, args, test.cwd, test.env, test.sets_up, test.cleans_up)
         if key not in groups:
             run = CTestRun(
                 project,
@@ -174,7 +210,25 @@ def _runs(project: cmake.CMakeProject, configured: cmake.Configured) -> list[tup
             )
             groups[key] = (run, [])
         groups[key][1].append(test)
-    return [(replace(run, tests=tuple(t.name for t in tests)), tests) for run, tests in groups.values()]
+    setups: dict[str, list[str]] = {}
+    for test in configured.tests:
+        for name in test.sets_up:
+            setups.setdefault(name, []).append(test.name)
+    return [(_with_fixtures(run, tests, setups), tests) for run, tests in groups.values()]
+
+
+def _with_fixtures(run: CTestRun, tests: list[cmake.CTestTest], setups: dict[str, list[str]]) -> CTestRun:
+    """The run's CTest names and fixtures: what it needs set up first (and by which tests),
+    what it sets up, what it cleans up after the others."""
+    requires = tuple(dict.fromkeys(f for t in tests for f in t.fixtures))
+    return replace(
+        run,
+        tests=tuple(t.name for t in tests),
+        requires=requires,
+        setup_tests=tuple(dict.fromkeys(name for f in requires for name in setups.get(f, ()))),
+        sets_up=tuple(dict.fromkeys(f for t in tests for f in t.sets_up)),
+        cleans_up=tuple(dict.fromkeys(f for t in tests for f in t.cleans_up)),
+    )
 
 
 def _executable(configured: cmake.Configured, command: tuple[str, ...]) -> tuple[int, cmake.Target] | None:
@@ -240,7 +294,7 @@ def _spec(
     spec = BinarySpec(
         board,
         source,
-        _rel(source, root),
+        f"{_rel(source, root)}.{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}",  # one executable may be several tests
         (name,),
         ((name, tests[0].line or 1),),
         "exitcode_will_fail" if will_fail else "exitcode",

@@ -190,7 +190,7 @@ def _rel(path: Path, root: Path) -> str:
 
 
 # (board, source) -> the item whose report shows the binary's build error in full
-BUILD_ERROR_SHOWN = pytest.StashKey["dict[tuple[str, Path], str]"]()
+BUILD_ERROR_SHOWN = pytest.StashKey["dict[tuple, str]"]()
 
 
 class DeviceVerdictItem(pytest.Item):
