@@ -24,6 +24,7 @@ pytest pays before its first test; on a project of five tiny tests it is most of
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import statistics
 import subprocess
@@ -41,7 +42,11 @@ def project(work: Path) -> Path:
     root = work / "project"
     if not root.exists():
         shutil.copytree(REPO / "examples" / "cmake", root / "proj")
-        (root / "pytest.ini").write_text(f"[pytest]\nondevice_cmake = proj\nondevice_build_dir = {root / '_build'}\n")
+        unity = REPO / "tests" / "support" / "unity"  # the project brings its Unity
+        (root / "pytest.ini").write_text(
+            f"[pytest]\nondevice_cmake = proj\nondevice_cmake_cache = UNITY_DIR={unity}\n"
+            f"ondevice_build_dir = {root / '_build'}\n"
+        )
     return root
 
 
@@ -52,11 +57,7 @@ def tree(root: Path, board: str) -> Path:
 
 def ctest_verdicts(build_dir: Path) -> dict[str, bool]:
     out = subprocess.run(["ctest"], cwd=build_dir, capture_output=True, text=True).stdout
-    return {
-        line.split(": ", 1)[1].split()[0]: "Passed" in line
-        for line in out.splitlines()
-        if "Test #" in line and " sec" in line
-    }
+    return {m.group(1): m.group(2) == "Passed" for m in re.finditer(r"Test +#\d+: (.+?) \.+ *(?:\*\*\*)?(\w+)", out)}
 
 
 def medians(commands: dict[str, tuple[list[str], Path]], repeats: int) -> dict[str, float]:
@@ -115,7 +116,8 @@ def main() -> int:
         cold_pytest.append(timed([*PYTEST, "--board=rpi", "--device=qemu"], root, None))
         shutil.rmtree(by_hand, ignore_errors=True)
         script = (
-            f"cmake -S {root / 'proj'} -B {by_hand} -G Ninja -DCMAKE_TOOLCHAIN_FILE={kept} >/dev/null && "
+            f"cmake -S {root / 'proj'} -B {by_hand} -G Ninja -DCMAKE_TOOLCHAIN_FILE={kept} "
+            f"-DUNITY_DIR={REPO / 'tests' / 'support' / 'unity'} >/dev/null && "
             f"cmake --build {by_hand} -j2 >/dev/null && cd {by_hand} && ctest -Q"
         )
         cold_cmake.append(timed(["sh", "-c", script], root, None))

@@ -205,7 +205,7 @@ def configured_and_built(
 
 def configure(project: CMakeProject, board: Board, tc: ResolvedToolchain, build_dir: Path) -> Configured:
     """The board's build tree, configured (again only when CMake's inputs changed), with
-    its targets and its tests."""
+    its targets."""
     build_dir.mkdir(parents=True, exist_ok=True)
     script = filled_linker_script(board)
     linker_script = build_dir / "ondevice-link.ld" if script is not None else None
@@ -239,7 +239,7 @@ def configure(project: CMakeProject, board: Board, tc: ResolvedToolchain, build_
         if done.returncode != 0:
             raise CMakeError(_configure_error(project, board, done.stdout + done.stderr))
         stamp.write_text(digest)
-    return Configured(build_dir, _targets(build_dir), list_tests(build_dir))
+    return Configured(build_dir, _targets(build_dir))  # its tests are listed once it is built
 
 
 def build(configured: Configured, targets: tuple[str, ...], jobs: int) -> dict[str, str]:
