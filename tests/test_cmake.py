@@ -35,6 +35,7 @@ pytestmark = needs_cmake
 def with_ini(project, *lines: str) -> None:
     """The project's ini, with examples/cmake copied in as its CMake project, and lines more."""
     base = [f"ondevice_build_dir = {project.path / '_build'}", f"ondevice_cache_dir = {project.path / '_cache'}"]
+    base.append("ondevice_boards = boards")
     cache = [line for line in lines if line.startswith("ondevice_cmake_cache")]
     cache = cache or ["ondevice_cmake_cache ="]
     cache[0] += f"\n  UNITY_DIR={UNITY}"
@@ -343,3 +344,15 @@ def test_under_xdist_a_fixtures_tests_run_on_one_worker_in_order(cmake_project):
     order = [line.split("::")[1].split("[")[0] for line in result.outlines if "PASSED" in line and "_db[host]" in line]
     assert order == ["make_db", "use_db", "drop_db"]
     assert not db.exists()
+
+
+def test_a_board_without_the_projects_cxx_compiler_names_the_package(cmake_project, monkeypatch):
+    cmake_project.write(
+        "boards/no-cxx.toml",
+        'extends = "host"\n[toolchain]\ngnu = ""\ndebian_package = "g++"\n',
+    )
+    env_cxx = cmake_project.path / "no-such-c++"
+    monkeypatch.setenv("CXX", str(env_cxx))
+    result = cmake_project.run(board="no-cxx")
+    result.stdout.fnmatch_lines(["*board no-cxx has no working C++ compiler for this project: apt-get install g++*"])
+    assert "FAILED" not in result.stdout.str()

@@ -396,12 +396,25 @@ def _generator(build_dir: Path) -> str:
 _ERROR_AT = re.compile(r"CMake Error at (\S+?):(\d+)")
 
 
+_NO_COMPILER = re.compile(  # CMake's three ways of saying a language has no working compiler
+    r"No CMAKE_(C|CXX)_COMPILER could be found|The CMAKE_(C|CXX)_COMPILER:\s+\S+\s+is not a full path"
+    r"|The (C|CXX) compiler\s.*?is not able to compile",
+    re.DOTALL,
+)
+
+
 def _configure_error(project: CMakeProject, board: Board, output: str) -> str:
     m = _ERROR_AT.search(output)
     where = f" ({m.group(1)}:{m.group(2)})" if m else ""
     start = output.find("CMake Error")
     excerpt = output[start:] if start >= 0 else output
-    return f"CMake could not configure {project.source} for board {board.name}{where}:\n{_tail(excerpt, 40)}"
+    said = f"CMake could not configure {project.source} for board {board.name}{where}:\n{_tail(excerpt, 40)}"
+    missing = _NO_COMPILER.search(output)
+    if missing:  # the project's languages need a compiler the board's toolchain lacks
+        lang = {"C": "C", "CXX": "C++"}[next(g for g in missing.groups() if g)]
+        install = f": apt-get install {board.toolchain.debian_package}" if board.toolchain.debian_package else ""
+        said = f"board {board.name} has no working {lang} compiler for this project{install}\n{said}"
+    return said
 
 
 def _tail(text: str, lines: int = 30) -> str:
