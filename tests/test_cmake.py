@@ -356,3 +356,24 @@ def test_a_board_without_the_projects_cxx_compiler_names_the_package(cmake_proje
     result = cmake_project.run(board="no-cxx")
     result.stdout.fnmatch_lines(["*board no-cxx has no working C++ compiler for this project: apt-get install g++*"])
     assert "FAILED" not in result.stdout.str()
+
+
+def test_cpputest_with_a_main_of_its_own_is_one_item_per_case(cmake_project):
+    proj = cmake_project.path / "proj"
+    (proj / "tests" / "dot_cpputest.cpp").write_text(
+        '#include <CppUTest/CommandLineTestRunner.h>\n#include <CppUTest/TestHarness.h>\n#include "dot.h"\n'
+        "TEST_GROUP(Dot){};\n"
+        "TEST(Dot, OfOne) { const signed char a[] = {3}; LONGS_EQUAL(9, dot_s8(a, a, 1)); }\n"
+        "TEST(Dot, OfTwo) { const signed char a[] = {1, 2}; LONGS_EQUAL(6, dot_s8(a, a, 2)); }\n"
+        "int main(int ac, char **av) { return CommandLineTestRunner::RunAllTests(ac, av); }\n"
+    )
+    cmake = proj / "CMakeLists.txt"
+    cmake.write_text(
+        cmake.read_text() + "find_library(CPPUTEST CppUTest)\nif(CPPUTEST)\n"
+        "  add_executable(dot_cpputest tests/dot_cpputest.cpp)\n"
+        "  target_link_libraries(dot_cpputest dot ${CPPUTEST})\n"
+        "  add_test(NAME dot_cpputest COMMAND dot_cpputest)\nendif()\n"
+    )
+    result = cmake_project.run("-v", "-k", "cpputest")
+    assert case_outcomes(result) == {"Dot.OfOne": "PASSED", "Dot.OfTwo": "FAILED"}, result.stdout.str()
+    result.stdout.fnmatch_lines(["*dot_cpputest.cpp:6*"])

@@ -35,6 +35,7 @@ FRAMEWORK_HOOKS = {
     "catch2": ("Catch2", r"catch2?/catch|catch\.hpp", "catch2_listener.cpp"),
     "doctest": ("doctest", r"doctest", "doctest_listener.cpp"),
     "boosttest": ("unit_test_framework|boost_unit_test", r"boost/test/", "boosttest_observer.cpp"),
+    "cpputest": ("CppUTest", r"CppUTest/", "cpputest_plugin.cpp"),
 }
 # formats whose verdicts a CMake build's are believed: those with a hook, and Unity, whose
 # hook is the board's runtime (linked into every executable: it names Unity's running case)
