@@ -272,7 +272,12 @@ def _spec(
 ) -> tuple[BinarySpec, Path, list[Case]]:
     """The binary's spec, the source its items sit under, and its cases: the framework's
     that the target's sources declare, else one case per CTest test decided by exit status."""
-    sources = [s for s in target.sources if s.suffix in (".c", ".cc", ".cpp", ".cxx", ".C") and s.is_file()]
+    ours = {*board.toolchain.runtime, *(formats.HARNESS_DIR / h for *_, h in cmake.FRAMEWORK_HOOKS.values())}
+    sources = [
+        s
+        for s in target.sources
+        if s.suffix in (".c", ".cc", ".cpp", ".cxx", ".C") and s not in ours and s.is_file()  # not our hooks
+    ]
     for source in sources:
         text = source.read_text(encoding="utf-8", errors="replace")
         harness = formats.for_source(text)
