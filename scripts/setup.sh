@@ -28,6 +28,7 @@ done
 
 APT_PACKAGES=(
   build-essential                       # host board: cc, c++, ar
+  git                                   # the tests of bisect, history and what .gitignore hides
   clang llvm                            # the clang fallback of every board (clang --target=...)
   python3-venv
   qemu-system-arm qemu-user             # bare-metal Cortex-M boards; Linux ARM boards locally

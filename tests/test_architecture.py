@@ -130,11 +130,13 @@ def test_no_source_file_of_the_project_is_ignored_by_git():
     import shutil
     import subprocess
 
-    repo = CORE.parent
-    if shutil.which("git") is None or not (repo / ".git").exists():
-        import pytest
+    import pytest
 
-        pytest.skip("not a git checkout")
+    repo = CORE.parent
+    if not (repo / ".git").exists():
+        pytest.skip(f"{repo} is not a git checkout (no .git: an unpacked sdist?): what git ignores cannot be told")
+    if shutil.which("git") is None:
+        pytest.fail("git is not installed (apt-get install git; scripts/setup.sh installs it)")
     found = subprocess.run(
         ["git", "ls-files", "--others", "--ignored", "--exclude-standard", "--", "pytest_ondevice", "transports",
          "boards", "examples", "benchmarks", "scripts", "docs"],

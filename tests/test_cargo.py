@@ -34,10 +34,15 @@ KERNELS, CDOT = RUST / "kernels", RUST / "cdot-sys"
 A64 = "aarch64-unknown-linux-gnu"
 
 needs_cargo = pytest.mark.skipif(not DEBIAN_CARGO.exists(), reason="Debian's cargo is not installed (setup.sh --rust)")
-needs_a64 = pytest.mark.skipif(
-    not Path(f"/usr/lib/rustlib/{A64}/lib").is_dir() or not shutil.which("qemu-aarch64"),
-    reason="Rust's std for arm64 (libstd-rust-dev:arm64) or qemu-aarch64 is not installed (setup.sh --rust)",
-)
+_A64_MISSING = [
+    what
+    for what, there in [
+        ("Rust's std for arm64 (libstd-rust-dev:arm64; setup.sh --rust)", Path(f"/usr/lib/rustlib/{A64}/lib").is_dir()),
+        ("qemu-aarch64 (qemu-user; setup.sh)", shutil.which("qemu-aarch64")),
+    ]
+    if not there
+]
+needs_a64 = pytest.mark.skipif(bool(_A64_MISSING), reason=f"not installed: {' and '.join(_A64_MISSING)}")
 needs_pkg_config_crate = pytest.mark.skipif(
     not list(Path("/usr/share/cargo/registry").glob("pkg-config-*")),
     reason="Debian's pkg-config crate is not installed (librust-pkg-config-dev; setup.sh --rust)",
@@ -299,10 +304,8 @@ def cdot_library(root: Path, cc: str) -> dict[str, str]:
 
 @needs_cargo
 @needs_pkg_config_crate
-@pytest.mark.parametrize("rust_target", [None, A64])
+@pytest.mark.parametrize("rust_target", [None, pytest.param(A64, marks=needs_a64)])
 def test_sys_crate_links_the_c_library_found_by_pkg_config(tmp_path, target_dir, rust_target):
-    if rust_target and (not Path(f"/usr/lib/rustlib/{A64}/lib").is_dir() or not shutil.which("qemu-aarch64")):
-        pytest.skip("Rust's std for arm64 or qemu-aarch64 is not installed (setup.sh --rust)")
     env = cdot_library(tmp_path, "aarch64-linux-gnu-gcc" if rust_target else "cc")
     binaries = build(CDOT, rust_target, "aarch64-linux-gnu-gcc" if rust_target else None, target_dir, env=env)
     targets = by_kind(find_targets(CDOT))

@@ -1,8 +1,11 @@
 """`--board=bluepill-renode` through the Renode monitor client.
 
-Renode cannot be installed here, so these run against tests/support/renode_standin.py, a
-stand-in speaking Renode's monitor protocol with QEMU behind it. When a real `renode` is
-on PATH the same tests run against it too.
+Renode is packaged by neither Debian nor PyPI (its portable Linux package comes from
+https://github.com/renode/renode/releases), so these run against tests/support/renode_standin.py,
+a stand-in speaking Renode's monitor protocol with QEMU behind it. When a real Renode is found
+as the plugin finds it (`renode` on PATH, or RENODE=/path/to/renode) the same tests run against
+it too; without one, that half of each test is skipped saying so (README: "What each transport
+is tested against").
 """
 
 from __future__ import annotations
@@ -21,7 +24,23 @@ from pytest_ondevice.transports.renode_monitor import MonitorError, RenodeMonito
 
 SUPPORT = Path(__file__).resolve().parent / "support"
 STANDIN = SUPPORT / "bin" / "renode"
-REAL_RENODE = shutil.which("renode")
+
+
+def _real_renode() -> str | None:
+    """A Renode found as the plugin finds one (transports/renode.py: find_renode), not the stand-in."""
+    for candidate in (os.environ.get("RENODE"), "renode"):
+        path = shutil.which(candidate) if candidate else None
+        if path and Path(path).resolve() != STANDIN.resolve():
+            return path
+    return None
+
+
+REAL_RENODE = _real_renode()
+NO_RENODE = (
+    "Renode is not installed (neither RENODE nor PATH finds a `renode`; Debian and PyPI have none): ran against "
+    "the stand-in only. Install its portable Linux package from https://github.com/renode/renode/releases "
+    "and put `renode` on PATH, or set RENODE=/path/to/renode"
+)
 
 pytestmark = pytest.mark.slow
 
@@ -31,9 +50,7 @@ pytestmark = pytest.mark.slow
         "stand-in",
         pytest.param(
             "renode",
-            marks=pytest.mark.skipif(
-                REAL_RENODE is None, reason="no renode on PATH: verified against the stand-in only"
-            ),
+            marks=pytest.mark.skipif(REAL_RENODE is None, reason=NO_RENODE),
         ),
     ]
 )
@@ -58,7 +75,7 @@ class UsedRenode:
 
     def only_standin(self, why: str) -> None:
         if not self.standin:
-            pytest.skip(f"stand-in only: {why}")
+            pytest.skip(f"a check of the stand-in only, not run against the real Renode: {why}")
 
 
 def _running_standins() -> list[str]:
