@@ -377,3 +377,89 @@ def test_cpputest_with_a_main_of_its_own_is_one_item_per_case(cmake_project):
     result = cmake_project.run("-v", "-k", "cpputest")
     assert case_outcomes(result) == {"Dot.OfOne": "PASSED", "Dot.OfTwo": "FAILED"}, result.stdout.str()
     result.stdout.fnmatch_lines(["*dot_cpputest.cpp:6*"])
+
+
+STRICT_PROJECT = {
+    "CMakeLists.txt": """cmake_minimum_required(VERSION 3.16)
+project(strict C)
+# cJSON's way: the project's own code held to C89 and every warning an error
+set(CMAKE_C_FLAGS "${CMAKE_C_FLAGS} -std=c89 -pedantic -Werror -Wall -Wextra -Wsign-conversion")
+set(CMAKE_C_FLAGS "${CMAKE_C_FLAGS} -Wmissing-prototypes -Wstrict-prototypes -Wconversion -Wshadow")
+enable_testing()
+add_executable(strict strict.c)
+add_test(NAME strict COMMAND strict)
+# read from CTest's default working directory, the build dir, where configure copied it
+file(COPY inputs DESTINATION ${CMAKE_CURRENT_BINARY_DIR})
+add_executable(reads reads.c)
+add_test(NAME reads COMMAND reads)
+add_executable(tool tool.c)  # not a test, and it does not build
+""",
+    "strict.c": "int main(void) { return 0; }\n",
+    "reads.c": """#include <stdio.h>
+int main(void) {
+  FILE *f = fopen("inputs/data.txt", "r");
+  int c;
+  if (f == NULL) {
+    puts("no inputs/data.txt here");
+    return 1;
+  }
+  c = fgetc(f);
+  fclose(f);
+  return c == 'x' ? 0 : 1;
+}
+""",
+    "tool.c": "int main(void) { return undefined_function(); }\n",
+    "inputs/data.txt": "x\n",
+}
+
+
+@pytest.fixture
+def strict_project(project):
+    for name, text in STRICT_PROJECT.items():
+        project.write(f"strict/{name}", text)
+    base = [f"ondevice_build_dir = {project.path / '_build'}", f"ondevice_cache_dir = {project.path / '_cache'}"]
+    project.pytester.makeini("\n".join(["[pytest]", *base, "ondevice_cmake = strict"]) + "\n")
+    return project
+
+
+def test_a_project_as_strict_as_cjson_builds_and_reads_from_ctests_working_directory(strict_project):
+    """Our runtime and hooks are compiled apart from the project's -std=c89 -Werror; a test runs
+    where CTest runs it (its build dir, which holds what configure copied); an executable that
+    is not a test and does not build is nobody's error."""
+    result = strict_project.run("-v")
+    assert case_outcomes(result) == {"strict": "PASSED", "reads": "PASSED"}, result.stdout.str()
+    assert result.ret == 0
+    (build_dir,) = build_dirs(strict_project, "host")
+    assert ctest(build_dir) == {"strict": "Passed", "reads": "Passed"}
+
+
+def test_a_node_id_names_one_test_and_only_the_targets_asked_for_are_collected(strict_project):
+    result = strict_project.run("-v", "strict/reads.c::reads[host]")
+    assert case_outcomes(result) == {"reads": "PASSED"}, result.stdout.str()
+    strict_project.pytester.makeini(
+        "[pytest]\nondevice_cmake = strict\nondevice_cmake_targets = strict\n"
+        f"ondevice_build_dir = {strict_project.path / '_build'}\n"
+    )
+    assert case_outcomes(strict_project.run("-v")) == {"strict": "PASSED"}
+
+
+def test_a_project_beside_the_ini_directory_is_collected(strict_project, monkeypatch):
+    where = strict_project.path / "run"
+    where.mkdir()
+    (where / "pytest.ini").write_text(f"[pytest]\nondevice_cmake = ../strict\nondevice_build_dir = {where / '_b'}\n")
+    monkeypatch.chdir(where)
+    result = strict_project.pytester.runpytest_subprocess("--board=host", "-v", "-p", "no:cacheprovider")
+    assert case_outcomes(result) == {"strict": "PASSED", "reads": "PASSED"}, result.stdout.str()
+
+
+@pytest.mark.slow
+def test_under_qemu_user_a_test_reads_from_ctests_working_directory(strict_project):
+    result = strict_project.run("-v", "--device=qemu", board="rpi")
+    assert case_outcomes(result) == {"strict": "PASSED", "reads": "PASSED"}, result.stdout.str()
+
+
+@pytest.mark.slow
+def test_on_bare_metal_a_test_that_opens_a_file_links_and_is_told_there_is_no_file_system(strict_project):
+    result = strict_project.run("-v", board="mps2-an386")
+    assert case_outcomes(result) == {"strict": "PASSED", "reads": "FAILED"}, result.stdout.str()
+    result.stdout.fnmatch_lines(["*ondevice: no file system on bare metal: cannot open inputs/data.txt*"])

@@ -91,6 +91,9 @@ class Transport(ABC):
     # hand the interpreter lock back and forth at each of the run's system calls, which costs
     # more than the overlap gains (1,000 host cases: 21,000 futex calls, gone when not ahead).
     runs_ahead: bool = True
+    # Whether the binary runs on this machine's file system (a process here): a CMake
+    # project's test then runs in its own working directory, as CTest runs it
+    runs_here: bool = False
 
     def __init__(self, board: Any, device: str | None, options: dict[str, Any]) -> None:
         self.board = board

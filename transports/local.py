@@ -14,6 +14,7 @@ from .runloop import Interactive
 
 class LocalTransport(LocalRunFiles, LocalScratch, Transport):
     name = "local"
+    runs_here = True
     runs_ahead = False  # a child process that ends in a millisecond: run in the test's own thread
 
     def __init__(self, *args: Any) -> None:

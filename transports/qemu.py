@@ -161,6 +161,7 @@ class QemuSystemTransport(_LocalFileTransport):
 
 class QemuUserTransport(LocalRunFiles, LocalScratch, _LocalFileTransport):
     name = "qemu-user"
+    runs_here = True
     default_binary = "qemu-aarch64"
     options = {
         "binary": Option(str, "qemu-aarch64", "the emulator executable"),

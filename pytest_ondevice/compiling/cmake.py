@@ -256,16 +256,42 @@ def build(configured: Configured, targets: tuple[str, ...], jobs: int) -> dict[s
         return {}
     failed: dict[str, str] = {}
     output = done.stdout + done.stderr
-    named = {Path(m).name for m in _FAILED_EDGE.findall(output)}  # ninja's and make's own word
+    blocks = _failed_blocks(output)
+    named = {Path(edge).name for edge in blocks}  # ninja's and make's own word
     for name, made in configured.targets.items():
-        if made.kind not in ("EXECUTABLE", "SHARED_LIBRARY", "STATIC_LIBRARY"):
+        if made.kind not in ("EXECUTABLE", "SHARED_LIBRARY", "STATIC_LIBRARY") or (targets and name not in targets):
             continue
         if not all(a.exists() for a in made.artifacts) or any(a.name in named for a in made.artifacts):
-            failed[name] = _tail(output)
+            failed[name] = _why(name, made, blocks) or _tail(output)
     return failed or {"": _tail(output)}
 
 
-_FAILED_EDGE = re.compile(r"^FAILED: (\S+)", re.MULTILINE)
+def _failed_blocks(output: str) -> dict[str, str]:
+    """Ninja's FAILED steps: what each one made, and the lines it printed (its command, the
+    compiler's or linker's messages), up to the next step."""
+    blocks: dict[str, list[str]] = {}
+    lines: list[str] | None = None
+    for line in output.splitlines():
+        if line.startswith("FAILED: "):
+            lines = blocks.setdefault([*line.split(), ""][1], [])
+        elif line.startswith(("[", "ninja: ")):
+            lines = None
+            continue
+        if lines is not None:
+            lines.append(line)
+    return {edge: "\n".join(text[:40]) for edge, text in blocks.items()}
+
+
+def _why(name: str, made: Target, blocks: dict[str, str]) -> str:
+    """The failed steps that are the target's own (its objects, its link), or those of what
+    it depends on, said so."""
+    artifacts = {a.name for a in made.artifacts}
+    own = [text for edge, text in blocks.items() if f"CMakeFiles/{name}.dir/" in edge or Path(edge).name in artifacts]
+    if own:
+        return "\n".join(own)
+    if blocks:
+        return "what it depends on did not build:\n" + "\n".join(list(blocks.values())[:3])
+    return ""
 
 
 def list_tests(build_dir: Path) -> list[CTestTest]:
@@ -276,18 +302,19 @@ def list_tests(build_dir: Path) -> list[CTestTest]:
     info = json.loads(done.stdout)
     graph = info.get("backtraceGraph", {})
     tests = []
-    declared: dict[str, tuple[str, ...]] | None = None
+    declared = _declared(build_dir)
     for entry in info.get("tests", []):
+        directory, command = declared.get(entry["name"], (None, ()))
         if not entry.get("command"):  # CTest drops the command of an executable not built
-            declared = _declared_commands(build_dir) if declared is None else declared
-            entry = {**entry, "command": declared.get(entry["name"], ())}
+            entry = {**entry, "command": command}
         props = {p["name"]: p["value"] for p in entry.get("properties", [])}
         where = _where(graph, entry.get("backtrace"))
         tests.append(
             CTestTest(
                 name=entry["name"],
                 command=tuple(entry.get("command") or ()),
-                cwd=Path(props["WORKING_DIRECTORY"]) if "WORKING_DIRECTORY" in props else None,
+                # CTest's own default: the build directory of the CMakeLists.txt that added it
+                cwd=Path(props["WORKING_DIRECTORY"]) if "WORKING_DIRECTORY" in props else directory,
                 env=tuple((e.split("=", 1)[0], e.split("=", 1)[1]) for e in props.get("ENVIRONMENT", []) if "=" in e),
                 labels=tuple(props.get("LABELS", [])),
                 timeout=float(props["TIMEOUT"]) if "TIMEOUT" in props else None,
@@ -307,17 +334,18 @@ def list_tests(build_dir: Path) -> list[CTestTest]:
 _ARGUMENT = re.compile(r'\[(=*)\[(.*?)\]\1\]|"((?:[^"\\]|\\.)*)"|([^\s()"]+)')
 
 
-def _declared_commands(build_dir: Path) -> dict[str, tuple[str, ...]]:
-    """Each test's command as CMake wrote it in the CTestTestfile.cmake files (CTest lists
-    none for an executable that is not there): so that a test whose target did not build is
-    that target's, its items errors saying why."""
-    found: dict[str, tuple[str, ...]] = {}
+def _declared(build_dir: Path) -> dict[str, tuple[Path, tuple[str, ...]]]:
+    """Each test's directory and command as CMake wrote them in the CTestTestfile.cmake
+    files: the directory is where CTest runs a test without a WORKING_DIRECTORY, and the
+    command says whose a test is when CTest lists none (its executable is not there), so
+    that its items are errors saying why."""
+    found: dict[str, tuple[Path, tuple[str, ...]]] = {}
     for testfile in build_dir.rglob("CTestTestfile.cmake"):
         for line in testfile.read_text(errors="replace").splitlines():
             if line.startswith("add_test("):
                 words = [_word(m) for m in _ARGUMENT.finditer(line[len("add_test(") :])]
                 if len(words) >= 2:
-                    found.setdefault(words[0], tuple(words[1:]))
+                    found.setdefault(words[0], (testfile.parent, tuple(words[1:])))
     return found
 
 

@@ -56,6 +56,17 @@ class Beside:
 
     files: tuple[Path, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+    libraries: tuple[Path, ...] = ()  # the project's shared libraries: beside it, or where they are
+
+    def pushed(self, in_place: bool) -> tuple[Path, ...]:
+        return () if in_place else (*self.files, *self.libraries)
+
+    def environment(self, in_place: bool) -> tuple[tuple[str, str], ...]:
+        """CTest's environment, and the loader told where the libraries are."""
+        if not self.libraries:
+            return self.env
+        where = ":".join(dict.fromkeys(str(lib.parent) for lib in self.libraries)) if in_place else "."
+        return (*self.env, ("LD_LIBRARY_PATH", where))
 
 
 NONCE_LINE_SYMBOL = "ondevice_nonce_line"  # micro_test.h's
@@ -73,7 +84,7 @@ def live(engine: Engine, spec: BinarySpec, earlier: tuple[Rerun, ...] = ()) -> B
         built = _ready(engine, spec, lambda: _intact(engine, spec, engine.build_future(spec).result()))
     if not isinstance(built, tuple):
         result: BinaryResult = built
-    elif built[2].files and spec.board.kind == "baremetal":  # a configuration error: never a test failure
+    elif built[2].files and spec.board.kind == "baremetal" and spec.ctest is None:  # a configuration error
         result = _no_files(spec, built[2].files)
     elif engine.settings.build_only:
         result = Built(artifact=built[0])
@@ -184,8 +195,7 @@ def _beside(engine: Engine, spec: BinarySpec) -> Beside:
     if run is None:
         return Beside(engine.dir_config(spec.source).for_file(spec.source).data)
     libraries = tuple(lib for lib in _configured(engine, spec)[0].shared_libraries() if lib.is_file())
-    env = (*run.env, ("LD_LIBRARY_PATH", ".")) if libraries else run.env
-    return Beside((*run.data, *libraries), env)
+    return Beside(run.data, run.env, libraries)
 
 
 def _ready(
@@ -283,11 +293,15 @@ def _on_leased(
         log = DeviceLog(log_path, prefix, parser.feed_line, engine.live, engine.settings.log_max)
         try:
             transport = engine.devices.transport(device)
-            deployed = transport.deploy(artifact.path, artifact.sha256, beside.files)
+            # a CTest test on this machine runs where CTest runs it: what it reads is there
+            in_place = spec.ctest is not None and spec.ctest.cwd is not None and transport.runs_here
+            deployed = transport.deploy(artifact.path, artifact.sha256, beside.pushed(in_place))
             engine.count_deploy(deployed.pushed)
             args = list(spec.ctest.args) if spec.ctest is not None else []  # as CTest runs it
-            if beside.env:
-                deployed = replace(deployed, env=beside.env)
+            if in_place:
+                deployed = replace(deployed, cwd=str(spec.ctest.cwd))  # type: ignore[union-attr]
+            if env := beside.environment(in_place):
+                deployed = replace(deployed, env=env)
             record = transport.run_file(deployed) if harness.record_args else None
             end = transport.run(deployed, [*args, *harness.args(record)], timeout, log.feed)
             if record is not None:

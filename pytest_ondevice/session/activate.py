@@ -32,7 +32,7 @@ from ..run.engine import Engine
 from ..run.fixtures import FixtureGate
 from ..run.life import coverage_data
 from ..transports import InfrastructureError
-from .cmake import CMakeFile
+from .cmake import CMakeFile, cmake_source
 from .cmake import project_of as cmake_project
 from .items import FOUND_AT_RUN, DeviceInfrastructureError, OnDeviceFile, OnDeviceItem, RustFile
 from .quietphases import QUIET_PHASES_KEY, phase_callers
@@ -59,7 +59,14 @@ def activate(config: pytest.Config) -> None:
             reg.get(name)
     except ConfigError as e:
         raise pytest.UsageError(str(e)) from None
-    cmake_project(config)  # a CMake table with a typo stops the run here, naming the file and key
+    project = cmake_project(config)  # a CMake table with a typo stops the run here, naming the file and key
+    walked = [Path(a).resolve() for a in config.args]
+    if (
+        project is not None
+        and config.args_source != pytest.Config.ArgsSource.ARGS
+        and not any(project.source.is_relative_to(a) for a in walked)
+    ):
+        config.args.append(str(project.source / "CMakeLists.txt"))  # outside what pytest walks
     worker = getattr(config, "workerinput", {}).get("workerid")  # "gw0", ... on an xdist worker
     try:
         settings = assemble.settings(
@@ -352,6 +359,8 @@ class OnDevicePlugin:
         if project is not None and file_path.is_relative_to(project.source):  # the project's: CTest lists them
             if file_path == project.source / "CMakeLists.txt":
                 return CMakeFile.from_parent(parent, path=file_path)
+            if parent.session.isinitpath(file_path):  # named on the command line (a node id of ours)
+                return cmake_source(parent, file_path)
             return None
         patterns = parent.config.getini("ondevice_files").split()
         if not any(fnmatch.fnmatch(file_path.name, p) for p in patterns):

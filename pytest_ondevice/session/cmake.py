@@ -115,39 +115,114 @@ def _cache_value(value: object) -> str:
 PROJECT_KEY = pytest.StashKey["cmake.CMakeProject | None"]()
 
 
+class ProjectError(Exception):
+    """The project could not be configured, built or listed for a board: the collection's error."""
+
+
+Entry = tuple[BinarySpec, list[Case], tuple[str, ...], bool]  # spec, cases, labels, disabled
+
+
+def project_tests(config: pytest.Config) -> tuple[dict[Path, list[Entry]], list[tuple[str, str, str]]]:
+    """Each selected board's tests, by the source that declares them (set-ups first, clean-ups
+    last), and the test targets that did not build and that CTest lists no test of
+    (target, board, why). Once a session: the CMakeLists.txt asks, and so does a source
+    named on the command line."""
+    if TESTS_KEY not in config.stash:
+        config.stash[TESTS_KEY] = _project_tests(config)
+    return config.stash[TESTS_KEY]
+
+
+def _project_tests(config: pytest.Config) -> tuple[dict[Path, list[Entry]], list[tuple[str, str, str]]]:
+    engine = config.stash[SESSION_KEY]
+    project = project_of(config)
+    assert project is not None
+    by_source: dict[Path, list[Entry]] = {}
+    unbuilt = []
+    for board_name in selected_boards(config):
+        board = engine.registry.get(board_name)
+        where = cmake_build_dir(engine, board.name, project)
+        try:
+            tc = toolchain.resolve(board)
+            built = cmake.configured_and_built(project, board, tc, where, engine.settings.jobs)
+        except (toolchain.ToolchainError, cmake.CMakeError) as e:
+            raise ProjectError(str(e)) from None
+        configured, failed = engine.builder.once(("cmake", board.name, project.source), lambda b=built: b)
+        runs = _runs(project, configured)
+        listed = {run.target for run, _ in runs}
+        for target in sorted(set(failed) - listed - {""}):  # a test target nothing else would name
+            if configured.targets[target].kind == "EXECUTABLE" and _discovered(where, target):
+                why = f"CMake did not build {target} for {board.name}, so its discovery step listed no test:"
+                unbuilt.append((target, board.name, f"{why}\n{failed[target]}"))
+        for run, tests in runs:
+            target = configured.targets[run.target]
+            spec, source, cases = _spec(config.rootpath, board, run, target, tests)
+            labels = tuple(dict.fromkeys(label for t in tests for label in t.labels))
+            by_source.setdefault(source, []).append((spec, cases, labels, all(t.disabled for t in tests)))
+    for entries in by_source.values():  # CTest's fixtures: set-ups first, clean-ups last
+        entries.sort(key=_phase)
+    ordered = dict(sorted(by_source.items(), key=lambda kv: min(_phase(e) for e in kv[1])))
+    return ordered, unbuilt
+
+
+TESTS_KEY = pytest.StashKey[tuple[dict[Path, list[Entry]], list[tuple[str, str, str]]]]()
+
+
+def _discovered(build_dir: Path, target: str) -> bool:
+    """Whether a discover step (gtest's, Catch2's, doctest's) lists the target's tests: the
+    CTestTestfile.cmake includes a file named after it."""
+    marks = (f"/{target}[", f"/{target}_include")
+    return any(
+        line.startswith("include(") and any(m in line for m in marks)
+        for testfile in build_dir.rglob("CTestTestfile.cmake")
+        for line in testfile.read_text(errors="replace").splitlines()
+    )
+
+
 class CMakeFile(pytest.File):
     """The project's CMakeLists.txt: each selected board's tests, grouped by source."""
 
-    def collect(self) -> Iterator[pytest.Collector]:
-        engine = self.config.stash[SESSION_KEY]
-        project = project_of(self.config)
-        assert project is not None
-        by_source: dict[Path, list[tuple[BinarySpec, list[Case], tuple[str, ...], bool]]] = {}
-        for board_name in selected_boards(self.config):
-            board = engine.registry.get(board_name)
-            where = cmake_build_dir(engine, board.name, project)
-            try:
-                tc = toolchain.resolve(board)
-                built = cmake.configured_and_built(project, board, tc, where, engine.settings.jobs)
-            except (toolchain.ToolchainError, cmake.CMakeError) as e:
-                raise self.CollectError(str(e)) from None
-            configured, failed = engine.builder.once(("cmake", board.name, project.source), lambda b=built: b)
-            listed = {name for run, _ in _runs(project, configured) for name in [run.target]}
-            for target in sorted(set(failed) - listed - {""}):  # nothing else would say so
-                if configured.targets[target].kind == "EXECUTABLE":
-                    raise self.CollectError(
-                        f"CMake did not build {target} for {board.name}, and CTest lists no test of it "
-                        f"(a discover_tests step that runs it failed?):\n{failed[target]}"
-                    )
-            for run, tests in _runs(project, configured):
-                target = configured.targets[run.target]
-                spec, source, cases = _spec(self.config.rootpath, board, run, target, tests)
-                labels = tuple(dict.fromkeys(label for t in tests for label in t.labels))
-                by_source.setdefault(source, []).append((spec, cases, labels, all(t.disabled for t in tests)))
-        # CTest's fixtures: set-ups first, clean-ups last (the rest in CTest's order)
-        for source, specs in sorted(by_source.items(), key=lambda kv: min(_phase(s) for s in kv[1])):
-            specs.sort(key=_phase)
+    def collect(self) -> Iterator[pytest.Collector | pytest.Item]:
+        try:
+            by_source, unbuilt = project_tests(self.config)
+        except ProjectError as e:
+            raise self.CollectError(str(e)) from None
+        for target, board, why in unbuilt:
+            yield NotBuilt.from_parent(self, name=f"{target}[{board}]", why=why)
+        for source, specs in by_source.items():
             yield CTestSource.from_parent(self, path=source, nodeid=_rel(source, self.config.rootpath), specs=specs)
+
+
+def cmake_source(parent: pytest.Collector, path: Path) -> pytest.Collector | None:
+    """A source of the project named on the command line (`pytest tests/x.c::case[host]`):
+    its items, as the CMakeLists.txt would give them."""
+    try:
+        by_source, _ = project_tests(parent.config)
+    except ProjectError:
+        return CMakeFile.from_parent(parent, path=project_of(parent.config).source / "CMakeLists.txt")  # type: ignore[union-attr]
+    if path not in by_source:
+        return None
+    return CTestSource.from_parent(parent, path=path, specs=by_source[path])
+
+
+class NotBuilt(pytest.Item):
+    """A test target CMake did not build, whose tests are unknown (its discovery runs it): an
+    error naming the build's message, and the other tests run."""
+
+    def __init__(self, *, why: str, **kw) -> None:
+        super().__init__(**kw)
+        self.why = why
+
+    def setup(self) -> None:
+        raise ProjectError(self.why)
+
+    def runtest(self) -> None:  # pragma: no cover - setup always raises
+        raise ProjectError(self.why)
+
+    def repr_failure(self, excinfo, style=None):
+        return str(excinfo.value) if excinfo.errisinstance(ProjectError) else super().repr_failure(excinfo, style)
+
+    def reportinfo(self):
+        return self.path, None, self.name
 
 
 def _phase(entry: tuple) -> int:
@@ -194,6 +269,8 @@ def _runs(project: cmake.CMakeProject, configured: cmake.Configured) -> list[tup
         if found is None:
             continue
         index, target = found
+        if project.targets and target.name not in project.targets:  # not built: asked for others
+            continue
         executable = Path(test.command[index]) if index >= 0 else target.artifacts[0]
         args = tuple(a for a in test.command[index + 1 :] if not a.startswith(PER_CASE) and a != test.name)
         key = (target.name, args, test.cwd, test.env, test.sets_up, test.cleans_up)

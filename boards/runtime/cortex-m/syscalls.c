@@ -59,6 +59,20 @@ __attribute__((weak, noreturn)) void _exit(int code) {
   ondevice_exit(code);
 }
 __attribute__((weak)) int _close(int fd) { (void)fd; return -1; }
+/* No file system: a program that can open a file (fopen) links, and the open fails, as a test
+ * that reads files is told on bare metal. */
+__attribute__((weak)) int _open(const char *path, int flags, ...) {
+  (void)flags;
+  static const char said[] = "ondevice: no file system on bare metal: cannot open ";
+  ondevice_flush_stdio();
+  ondevice_write(said, sizeof said - 1);
+  size_t n = 0;
+  while (path && path[n] && n < 200) n++;
+  ondevice_write(path ? path : "(null)", path ? n : 6);
+  ondevice_write("\n", 1);
+  errno = ENOSYS;
+  return -1;
+}
 int ondevice_read(char *buf, size_t len) __attribute__((weak)); /* semihosting.c or a UART's */
 __attribute__((weak)) int _read(int fd, char *buf, int len) {
   if (fd != 0 || len <= 0 || !ondevice_read) return 0;
