@@ -6,6 +6,7 @@ its framework-free and Unity tests on bare metal (QEMU's mps2-an386 and stm32vld
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -228,8 +229,9 @@ def test_on_bare_metal_the_framework_free_and_unity_tests_run_and_a_file_reader_
     result.stdout.fnmatch_lines(["*tests/dot_unity.c:20: Expected 48387 Was 48388*"])
 
 
-@pytest.mark.slow
-def test_on_an_android_phone_over_adb_the_executables_are_static_and_the_inputs_go_along(cmake_project, tmp_path):
+@contextlib.contextmanager
+def a_phone(tmp_path: Path):
+    """A stand-in Android device behind the real adb server: (server port, serial)."""
     from support.adb_standin import AdbServer, StandinDevice, standin_unavailable
 
     if (why := standin_unavailable()) is not None:
@@ -238,12 +240,18 @@ def test_on_an_android_phone_over_adb_the_executables_are_static_and_the_inputs_
         device = StandinDevice(tmp_path / "device").start()
         try:
             server.connect(device)
-            with_ini(cmake_project, f"ondevice_adb_server = 127.0.0.1:{server.port}")
-            result = cmake_project.run("-v", f"--device=adb:{device.serial}", board="android-arm64")
-            assert case_outcomes(result) == EXPECTED, result.stdout.str()
+            yield server.port, device.serial
         finally:
             server.disconnect(device)
             device.stop()
+
+
+@pytest.mark.slow
+def test_on_an_android_phone_over_adb_the_executables_are_static_and_the_inputs_go_along(cmake_project, tmp_path):
+    with a_phone(tmp_path) as (port, serial):
+        with_ini(cmake_project, f"ondevice_adb_server = 127.0.0.1:{port}")
+        result = cmake_project.run("-v", f"--device=adb:{serial}", board="android-arm64")
+        assert case_outcomes(result) == EXPECTED, result.stdout.str()
     (build_dir,) = build_dirs(cmake_project, "android-arm64")
     assert not list(build_dir.glob("*.so")), "a phone has no loader for the project's glibc libraries"
 
@@ -463,3 +471,38 @@ def test_on_bare_metal_a_test_that_opens_a_file_links_and_is_told_there_is_no_fi
     result = strict_project.run("-v", board="mps2-an386")
     assert case_outcomes(result) == {"strict": "PASSED", "reads": "FAILED"}, result.stdout.str()
     result.stdout.fnmatch_lines(["*ondevice: no file system on bare metal: cannot open inputs/data.txt*"])
+
+
+def test_a_misspelt_cache_variable_is_a_warning_and_no_tests_at_all_an_error(strict_project):
+    strict_project.pytester.makeini(
+        "[pytest]\nondevice_cmake = strict\nondevice_cmake_cache = ENABLE_STRICT_TESTZ=ON\n"
+        f"ondevice_build_dir = {strict_project.path / '_build'}\n"
+    )
+    result = strict_project.run("-v")
+    result.stdout.fnmatch_lines(["ondevice: CMake project */strict, built in */_build/host/cmake/strict-*"])
+    result.stdout.fnmatch_lines(["*host: the project did not read the cache variable ENABLE_STRICT_TESTZ (misspelt?)*"])
+    for name, text in STRICT_PROJECT.items():  # the same project with its tests off
+        strict_project.write(f"untested/{name}", text.replace("enable_testing()", ""))
+    strict_project.pytester.makeini(
+        f"[pytest]\nondevice_cmake = untested\nondevice_build_dir = {strict_project.path / '_build'}\n"
+    )
+    result = strict_project.run()
+    result.stdout.fnmatch_lines(["*CTest lists no test in *: is testing on (enable_testing() or include(CTest))*"])
+
+
+@pytest.mark.slow
+def test_on_a_phone_what_a_test_reads_from_its_build_dir_goes_along_when_cmake_data_names_it(strict_project, tmp_path):
+    """A device of its own file system gets what [cmake.data] names (CTest's working directory
+    is not there); without it, the test cannot read its input, as it would not on the phone."""
+    with a_phone(tmp_path) as (port, serial):
+        ini = (
+            f"[pytest]\nondevice_build_dir = {strict_project.path / '_build'}\nondevice_adb_server = 127.0.0.1:{port}\n"
+        )
+        strict_project.pytester.makeini(ini)
+        strict_project.write("ondevice.toml", '[cmake]\nsource = "strict"\n')
+        result = strict_project.run("-v", f"--device=adb:{serial}", board="android-arm64")
+        assert case_outcomes(result) == {"strict": "PASSED", "reads": "FAILED"}, result.stdout.str()
+        result.stdout.fnmatch_lines(["*no inputs/data.txt here*"])
+        strict_project.write("ondevice.toml", '[cmake]\nsource = "strict"\n[cmake.data]\n"rea*" = ["inputs"]\n')
+        result = strict_project.run("-v", f"--device=adb:{serial}", board="android-arm64")
+        assert case_outcomes(result) == {"strict": "PASSED", "reads": "PASSED"}, result.stdout.str()

@@ -62,6 +62,7 @@ class CMakeProject:
     targets: tuple[str, ...] = ()  # built (default: all)
     labels: tuple[str, ...] = ()  # only the tests with one of these CTest labels (ctest -L)
     exclude_labels: tuple[str, ...] = ()  # none with one of these (ctest -LE)
+    data: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (test name glob, paths it reads from its directory)
 
     def selects(self, labels: tuple[str, ...]) -> bool:
         """Whether a test with these labels is run."""
@@ -105,6 +106,7 @@ class Configured:
     build_dir: Path
     targets: dict[str, Target] = field(default_factory=dict)
     tests: list[CTestTest] = field(default_factory=list)
+    unused: tuple[str, ...] = ()  # cache variables given that the project never read
 
     def target_of(self, executable: Path) -> Target | None:
         """The target that makes an executable CTest names (by path, or its name alone)."""
@@ -237,10 +239,36 @@ def configure(project: CMakeProject, board: Board, tc: ResolvedToolchain, build_
     stamp = build_dir / STAMP
     if not stamp.exists() or stamp.read_text() != digest or _inputs_changed(build_dir, stamp):
         done = subprocess.run(args, capture_output=True, text=True)
+        output = done.stdout + done.stderr
+        (build_dir / CONFIGURE_LOG).write_text(output)
         if done.returncode != 0:
-            raise CMakeError(_configure_error(project, board, done.stdout + done.stderr))
+            raise CMakeError(_configure_error(project, board, output))
+        (build_dir / UNUSED).write_text("\n".join(_unused_variables(output)))
         stamp.write_text(digest)
-    return Configured(build_dir, _targets(build_dir))  # its tests are listed once it is built
+    unused = (build_dir / UNUSED).read_text().split() if (build_dir / UNUSED).exists() else []
+    return Configured(build_dir, _targets(build_dir), unused=tuple(unused))  # its tests are listed once built
+
+
+CONFIGURE_LOG = "ondevice-configure.log"  # what CMake said when it last configured the tree
+BUILD_LOG = "ondevice-build.log"
+UNUSED = ".ondevice-unused"  # the cache variables the project did not read (a misspelt name?)
+
+
+def _unused_variables(output: str) -> list[str]:
+    """CMake's "Manually-specified variables were not used by the project" list."""
+    _, found, rest = output.partition("Manually-specified variables were not used by the project:")
+    if not found:
+        return []
+    names: list[str] = []
+    for line in rest.splitlines()[1:]:
+        if not line.strip():
+            if names:
+                break
+            continue
+        if not line.startswith("    "):
+            break
+        names.append(line.strip())
+    return [n for n in names if not n.startswith(("CMAKE_", "ONDEVICE_"))]
 
 
 def build(configured: Configured, targets: tuple[str, ...], jobs: int) -> dict[str, str]:
@@ -252,10 +280,11 @@ def build(configured: Configured, targets: tuple[str, ...], jobs: int) -> dict[s
     generator = _generator(configured.build_dir)
     args += ["--", "-k", "0"] if generator == "Ninja" else ["--", "-k"] if "Makefiles" in generator else []
     done = subprocess.run(args, capture_output=True, text=True)
+    output = done.stdout + done.stderr
+    (configured.build_dir / BUILD_LOG).write_text(output)
     if done.returncode == 0:
         return {}
     failed: dict[str, str] = {}
-    output = done.stdout + done.stderr
     blocks = _failed_blocks(output)
     named = {Path(edge).name for edge in blocks}  # ninja's and make's own word
     for name, made in configured.targets.items():

@@ -53,7 +53,15 @@ SPEC = {
     "files": {"*": {**_FILE_KEYS, "sources": list}},
     # a CMake project run as it is (in the ondevice.toml beside the ini; docs/cmake.md): its
     # source dir, cache variables, targets built, and the CTest labels run or left out
-    "cmake": {"source": str, "cache": "table", "targets": list, "labels": list, "exclude_labels": list},
+    # data: CTest test name (a glob) -> what it reads, relative to its working directory
+    "cmake": {
+        "source": str,
+        "cache": "table",
+        "targets": list,
+        "labels": list,
+        "exclude_labels": list,
+        "data": "table",
+    },
 }
 
 
@@ -248,6 +256,9 @@ def cmake_table(path: Path) -> dict[str, Any] | None:
     table = data.get("cmake")
     if table is None:
         return None
+    for name, paths in table.get("data", {}).items():
+        if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+            raise ConfigError(f"{path}: [cmake.data] '{name}' must be a list of paths, got {paths!r}")
     if "source" not in table:
         raise ConfigError(f"{path}: [cmake] needs 'source', the project's dir (\".\" for this one)")
     return {**table, "source": (path.parent / table["source"]).resolve()}

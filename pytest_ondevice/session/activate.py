@@ -30,7 +30,7 @@ from ..farm.lease import identity
 from ..records.benchreport import BenchReport, load_baseline
 from ..run.engine import Engine
 from ..run.fixtures import FixtureGate
-from ..run.life import coverage_data
+from ..run.life import cmake_build_dir, coverage_data
 from ..transports import InfrastructureError
 from .cmake import CMakeFile, cmake_source
 from .cmake import project_of as cmake_project
@@ -348,6 +348,15 @@ class OnDevicePlugin:
             ondevice = config.stash[SESSION_KEY]
             self.own_dirs = own_dirs(config.rootpath, ondevice.settings, ondevice.registry.names(include_abstract=True))
         return True if collection_path in self.own_dirs else None
+
+    def pytest_report_header(self, config: pytest.Config) -> str | None:
+        """Where a CMake project is built, per board: its logs and trees are there."""
+        project = cmake_project(config)
+        engine = config.stash.get(SESSION_KEY, None)
+        if project is None or engine is None:
+            return None
+        trees = ", ".join(str(cmake_build_dir(engine, b, project)) for b in selected_boards(config))
+        return f"ondevice: CMake project {project.source}, built in {trees}"
 
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
         session = parent.config.stash.get(SESSION_KEY, None)

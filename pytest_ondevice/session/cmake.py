@@ -12,9 +12,10 @@ or listed wrong is a collection error naming CMake's message, never a test's fai
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -73,6 +74,7 @@ def _project(config: pytest.Config) -> cmake.CMakeProject | None:
         tuple(table.get("targets", ())),
         tuple(table.get("labels", ())),
         tuple(table.get("exclude_labels", ())),
+        tuple((name, tuple(paths)) for name, paths in table.get("data", {}).items()),
     )
 
 
@@ -122,22 +124,29 @@ class ProjectError(Exception):
 Entry = tuple[BinarySpec, list[Case], tuple[str, ...], bool]  # spec, cases, labels, disabled
 
 
-def project_tests(config: pytest.Config) -> tuple[dict[Path, list[Entry]], list[tuple[str, str, str]]]:
-    """Each selected board's tests, by the source that declares them (set-ups first, clean-ups
-    last), and the test targets that did not build and that CTest lists no test of
-    (target, board, why). Once a session: the CMakeLists.txt asks, and so does a source
-    named on the command line."""
+@dataclass(frozen=True)
+class ProjectTests:
+    by_source: dict[Path, list[Entry]]  # set-ups first, clean-ups last
+    unbuilt: list[tuple[str, str, str]]  # test targets not built whose tests are unknown: (target, board, why)
+    notes: list[str]  # said as warnings (a cache variable the project never read)
+
+
+def project_tests(config: pytest.Config) -> ProjectTests:
+    """Each selected board's tests, by the source that declares them, and what else the
+    collection says. Once a session: the CMakeLists.txt asks, and so does a source named on
+    the command line."""
     if TESTS_KEY not in config.stash:
         config.stash[TESTS_KEY] = _project_tests(config)
     return config.stash[TESTS_KEY]
 
 
-def _project_tests(config: pytest.Config) -> tuple[dict[Path, list[Entry]], list[tuple[str, str, str]]]:
+def _project_tests(config: pytest.Config) -> ProjectTests:
     engine = config.stash[SESSION_KEY]
     project = project_of(config)
     assert project is not None
     by_source: dict[Path, list[Entry]] = {}
     unbuilt = []
+    notes: list[str] = []
     for board_name in selected_boards(config):
         board = engine.registry.get(board_name)
         where = cmake_build_dir(engine, board.name, project)
@@ -147,6 +156,14 @@ def _project_tests(config: pytest.Config) -> tuple[dict[Path, list[Entry]], list
         except (toolchain.ToolchainError, cmake.CMakeError) as e:
             raise ProjectError(str(e)) from None
         configured, failed = engine.builder.once(("cmake", board.name, project.source), lambda b=built: b)
+        if not configured.tests:
+            raise ProjectError(
+                f"CTest lists no test in {where} (for {board.name}): is testing on (enable_testing() or "
+                "include(CTest)), and the project's own option for its tests? What CMake said: "
+                f"{where / cmake.CONFIGURE_LOG}"
+            )
+        for name in configured.unused:
+            notes.append(f"{board.name}: the project did not read the cache variable {name} (misspelt?)")
         runs = _runs(project, configured)
         listed = {run.target for run, _ in runs}
         for target in sorted(set(failed) - listed - {""}):  # a test target nothing else would name
@@ -161,10 +178,10 @@ def _project_tests(config: pytest.Config) -> tuple[dict[Path, list[Entry]], list
     for entries in by_source.values():  # CTest's fixtures: set-ups first, clean-ups last
         entries.sort(key=_phase)
     ordered = dict(sorted(by_source.items(), key=lambda kv: min(_phase(e) for e in kv[1])))
-    return ordered, unbuilt
+    return ProjectTests(ordered, unbuilt, notes)
 
 
-TESTS_KEY = pytest.StashKey[tuple[dict[Path, list[Entry]], list[tuple[str, str, str]]]]()
+TESTS_KEY = pytest.StashKey[ProjectTests]()
 
 
 def _discovered(build_dir: Path, target: str) -> bool:
@@ -183,12 +200,14 @@ class CMakeFile(pytest.File):
 
     def collect(self) -> Iterator[pytest.Collector | pytest.Item]:
         try:
-            by_source, unbuilt = project_tests(self.config)
+            found = project_tests(self.config)
         except ProjectError as e:
             raise self.CollectError(str(e)) from None
-        for target, board, why in unbuilt:
+        for note in found.notes:
+            self.warn(pytest.PytestWarning(note))
+        for target, board, why in found.unbuilt:
             yield NotBuilt.from_parent(self, name=f"{target}[{board}]", why=why)
-        for source, specs in by_source.items():
+        for source, specs in found.by_source.items():
             yield CTestSource.from_parent(self, path=source, nodeid=_rel(source, self.config.rootpath), specs=specs)
 
 
@@ -196,7 +215,7 @@ def cmake_source(parent: pytest.Collector, path: Path) -> pytest.Collector | Non
     """A source of the project named on the command line (`pytest tests/x.c::case[host]`):
     its items, as the CMakeLists.txt would give them."""
     try:
-        by_source, _ = project_tests(parent.config)
+        by_source = project_tests(parent.config).by_source
     except ProjectError:
         return CMakeFile.from_parent(parent, path=project_of(parent.config).source / "CMakeLists.txt")  # type: ignore[union-attr]
     if path not in by_source:
@@ -282,7 +301,7 @@ def _runs(project: cmake.CMakeProject, configured: cmake.Configured) -> list[tup
                 args,
                 test.cwd,
                 test.env,
-                _data(test),
+                _data(test, project),
                 test.timeout,
             )
             groups[key] = (run, [])
@@ -329,12 +348,16 @@ def _unbuilt(configured: cmake.Configured, test: cmake.CTestTest) -> tuple[int, 
     return None
 
 
-def _data(test: cmake.CTestTest) -> tuple[Path, ...]:
-    """What a test reads from its working directory (REQUIRED_FILES): each file, or the
-    directory below it that holds it, so that its path from there is the same."""
+def _data(test: cmake.CTestTest, project: cmake.CMakeProject) -> tuple[Path, ...]:
+    """What a test reads from its working directory: what [cmake.data] says it reads, and
+    each of its REQUIRED_FILES (or the directory below the working directory that holds it,
+    so that its path from there is the same)."""
     if test.cwd is None:
         return ()
     found: dict[Path, None] = {}
+    for pattern, paths in project.data:
+        if fnmatch.fnmatchcase(test.name, pattern):
+            found.update(dict.fromkeys(test.cwd / p for p in paths))
     for path in test.required_files:
         try:
             rel = path.relative_to(test.cwd)
