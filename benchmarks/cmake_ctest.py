@@ -1,10 +1,10 @@
 """pytest-ondevice on a CMake project against CTest on the same build tree, side by side.
 
-    python benchmarks/cmake_ctest.py [--repeats 5] [--workdir DIR]
+    python benchmarks/cmake_ctest.py [--repeats 5] [--workdir DIR] [--project DIR --cache NAME=VALUE]
 
-On examples/cmake (a shared library, GoogleTest cases found by gtest_discover_tests, a plain
-exit-status test, a test reading input files), each figure the median of whole processes
-run in turn:
+On examples/cmake (a shared library; Unity, GoogleTest, Catch2, doctest and Boost.Test cases;
+a plain exit-status test; a test reading input files), or another project (--project: a
+checkout of cJSON, say), each figure the median of whole processes run in turn:
 
   host   `pytest --board=host` against `ctest` in the tree pytest configured and built:
          the same verdicts (every test passes in both), per case where ctest has a line
@@ -38,14 +38,17 @@ REPO = Path(__file__).resolve().parent.parent
 PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
 
 
-def project(work: Path) -> Path:
+def project(work: Path, source: Path | None, cache: list[str]) -> Path:
+    """The project to compare on, copied (examples/cmake by default, with its Unity)."""
     root = work / "project"
     if not root.exists():
-        shutil.copytree(REPO / "examples" / "cmake", root / "proj")
-        unity = REPO / "tests" / "support" / "unity"  # the project brings its Unity
+        shutil.copytree(source or REPO / "examples" / "cmake", root / "proj")
+        if source is None:
+            cache = [f"UNITY_DIR={REPO / 'tests' / 'support' / 'unity'}", *cache]
         (root / "pytest.ini").write_text(
-            f"[pytest]\nondevice_cmake = proj\nondevice_cmake_cache = UNITY_DIR={unity}\n"
-            f"ondevice_build_dir = {root / '_build'}\n"
+            "[pytest]\nondevice_cmake = proj\nondevice_cmake_cache =\n"
+            + "".join(f"    {c}\n" for c in cache)
+            + f"ondevice_build_dir = {root / '_build'}\n"
         )
     return root
 
@@ -72,17 +75,33 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--workdir", type=Path)
+    parser.add_argument("--project", type=Path, help="another CMake project (a checkout of cJSON, say)")
+    parser.add_argument("--cache", action="append", default=[], help="NAME=VALUE for its configure")
     args = parser.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="ondevice-cmake-"))
-    root = project(work)
+    root = project(work, args.project, args.cache)
+    cache_args = [f"-D{c}" for c in ([f"UNITY_DIR={REPO / 'tests' / 'support' / 'unity'}"] if not args.project else [])]
+    cache_args += [f"-D{c}" for c in args.cache]
     floor = work / "floor"
     floor.mkdir(exist_ok=True)
     (floor / "test_one.py").write_text("def test_one():\n    pass\n")
     for board in (["--board=host"], ["--board=rpi", "--device=qemu"]):  # configured and built once, warm after
         subprocess.run([*PYTEST, *board], cwd=root, check=True, capture_output=True)
     host, rpi = tree(root, "host"), tree(root, "rpi")
-    verdicts = ctest_verdicts(host)
-    print(f"ctest on the host tree: {sum(verdicts.values())} of {len(verdicts)} passed ({', '.join(verdicts)})")
+    for board, where in (("host", host), ("rpi", rpi)):
+        verdicts = ctest_verdicts(where)
+        print(f"ctest on the {board} tree: {sum(verdicts.values())} of {len(verdicts)} passed")
+        ours = (
+            subprocess.run(
+                [*PYTEST, f"--board={board}", *(["--device=qemu"] if board == "rpi" else [])],
+                cwd=root,
+                capture_output=True,
+                text=True,
+            )
+            .stdout.strip()
+            .splitlines()
+        )
+        print(f"pytest --board={board}: {ours[-1] if ours else '?'}")
     warm = medians(
         {
             "pytest host": ([*PYTEST, "--board=host"], root),
@@ -117,7 +136,7 @@ def main() -> int:
         shutil.rmtree(by_hand, ignore_errors=True)
         script = (
             f"cmake -S {root / 'proj'} -B {by_hand} -G Ninja -DCMAKE_TOOLCHAIN_FILE={kept} "
-            f"-DUNITY_DIR={REPO / 'tests' / 'support' / 'unity'} >/dev/null && "
+            f"{' '.join(cache_args)} >/dev/null && "
             f"cmake --build {by_hand} -j2 >/dev/null && cd {by_hand} && ctest -Q"
         )
         cold_cmake.append(timed(["sh", "-c", script], root, None))
@@ -127,10 +146,11 @@ def main() -> int:
         f"cmake + ctest {statistics.median(cold_cmake):.2f} s: {cold:.2f}   (target <= 1.1)"
     )
 
-    (root / "proj" / "tests" / "dot_exit.c").touch()
+    touched = next(p for p in sorted((root / "proj").rglob("*.c")) if "test" in p.name)
+    touched.touch()
     plan = subprocess.run(["ninja", "-n", "-C", str(tree(root, "rpi"))], capture_output=True, text=True).stdout
     rebuilt = [line for line in plan.splitlines() if "Building" in line or "Linking" in line]
-    print(f"touch tests/dot_exit.c: ninja would rebuild {len(rebuilt)} steps:")
+    print(f"touch {touched.relative_to(root / 'proj')}: ninja would rebuild {len(rebuilt)} steps:")
     for line in rebuilt:
         print(f"  {line.split('] ', 1)[-1]}")
     if not args.workdir:
