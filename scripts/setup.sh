@@ -40,6 +40,7 @@ APT_PACKAGES=(
   fish                                  # a device account whose login shell is fish (the SSH tests)
   adb                                   # the ADB transport's tests run the real adb server
   pkgconf                               # pkg_config in ondevice.toml, per board
+  cmake ninja-build                     # ondevice_cmake: a CMake project configured and built per board
   libgtest-dev libcpputest-dev          # GoogleTest and CppUTest sources on the host board
   catch2                                # Catch2 2.13, header-only: every board's compiler finds it
   doctest-dev                           # doctest 2.4.9, header-only (Architecture: all)
