@@ -232,6 +232,28 @@ def test_in_boost_tests_log_alone_a_crash_is_the_running_cases():
     assert v.cases["garbage"].outcome is P
 
 
+def test_in_boost_tests_log_alone_a_cases_lines_that_look_like_boost_tests_move_nothing():
+    """What a running case prints is its log: a checkpoint with no failure before it, another
+    case's skip and the closing line fail nothing, skip nothing and end nothing."""
+    log = [
+        't.cpp(3): Entering test case "a"',
+        "main.cpp(7): last checkpoint reached, says the test's own log",
+        'Test case "b" is skipped because the test printed this line',
+        "*** No errors detected",
+        't.cpp(3): Leaving test case "a"; testing time: 10us',
+        't.cpp(5): Entering test case "b"',
+        't.cpp(5): Leaving test case "b"; testing time: 10us',
+        "*** No errors detected",
+    ]
+    parser = BoostTestParser(("a", "b"))
+    for line in log:
+        parser.feed_line(line)
+    v = parser.verdicts(["a", "b"], RunEnd(exit_code=0))
+    assert outcomes(v) == {"a": P, "b": P}
+    assert "last checkpoint reached" in v.cases["a"].log
+    assert (v.problems, v.unknown) == ([], {})
+
+
 # -- whole runs: built against Debian's Boost.Test headers, run per case ------------
 KERNEL = """
 #define BOOST_TEST_MODULE kernels

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+from importlib.metadata import EntryPoint
 
 import pytest
 
@@ -359,6 +360,10 @@ def test_unity_cases_come_from_run_test_in_call_order():
         ('#include "micro_test.h"\n', "tflm"),
         ("int x;\n", "tflm"),
         ('// #include "unity.h"\n#include "micro_test.h"\n', "tflm"),
+        # a directive may be indented (inside #if) and spaced after its `#`: C allows both
+        ("#ifdef HOST\n  #include <gtest/gtest.h>\n#endif\n", "gtest"),
+        ('# include "unity.h"\n', "unity"),
+        ("#\tinclude <CppUTest/TestHarness.h>\n", "cpputest"),
     ],
 )
 def test_format_is_told_from_the_included_header(text, name):
@@ -369,6 +374,21 @@ def test_declared_format_wins_and_an_unknown_one_names_the_file():
     assert formats.for_source("#include <gtest/gtest.h>\n", "unity").name == "unity"
     with pytest.raises(formats.FormatError, match=r"ondevice.toml: unknown test format 'gtests'; known: .*gtest"):
         formats.for_source("", "gtests", "ondevice.toml")
+
+
+def test_a_third_party_format_under_one_of_our_names_is_never_loaded(monkeypatch):
+    """Ours cannot be shadowed: a plug-in registering `gtest` is passed over unloaded, so
+    one that is broken fails nothing (a TFLM source asks the entry points for its header)."""
+    broken = EntryPoint("gtest", "no_such_plugin_module:GoogleTest", formats.GROUP)
+    monkeypatch.setattr(formats, "entry_points", lambda group: [broken] if group == formats.GROUP else [])
+    formats.known.cache_clear()
+    try:
+        assert formats.known()["gtest"] is GoogleTest
+        assert formats.for_source("int main(void) { return 0; }\n").name == "tflm"  # no header of ours
+        with pytest.raises(formats.FormatError, match=r"unknown test format 'tap'"):
+            formats.named("tap")
+    finally:
+        formats.known.cache_clear()
 
 
 UNITY_NONCE = b"#ondevice nonce 0123456789abcdef\n"
