@@ -287,4 +287,4 @@ def test_data_files_on_a_bare_metal_board_are_a_clear_error(project):
     project.write("x_test.c", HANG)
     result = project.run(board="bluepill-qemu")
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*x_test.c declares data files, but bluepill-qemu is bare metal*"])
+    result.stdout.fnmatch_lines(["*x_test.c reads files (*golden.txt), but bluepill-qemu is bare metal*"])
