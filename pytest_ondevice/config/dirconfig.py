@@ -249,13 +249,16 @@ def _repository_root(path: Path) -> Path:
 
 
 def cmake_table(path: Path) -> dict[str, Any] | None:
-    """The [cmake] table of an ondevice.toml, checked like the rest of the file, its source
+    """The [cmake] table of an ondevice.toml, checked as the rest of the file is, its source
     dir resolved against the file's; None when it has none."""
-    data = load_toml(path)
-    check(data, SPEC, path)
+    try:
+        data = load_toml(path)
+    except ConfigError:  # the directory's config says so, on the items it would build
+        return None
     table = data.get("cmake")
     if table is None:
         return None
+    check({"cmake": table}, {"cmake": SPEC["cmake"]}, path)  # the rest of the file is the items' business
     for name, paths in table.get("data", {}).items():
         if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
             raise ConfigError(f"{path}: [cmake.data] '{name}' must be a list of paths, got {paths!r}")
