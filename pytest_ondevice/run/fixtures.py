@@ -32,10 +32,6 @@ class FixtureGate:
                 self._requirers.setdefault((spec.board.name, name), []).append(spec)
         self._visiting = threading.local()
 
-    def _setups_of(self, spec: BinarySpec) -> list[BinarySpec]:
-        assert spec.ctest is not None
-        return [s for name in spec.ctest.requires for s in self._setups.get((spec.board.name, name), [])]
-
     def before(self, spec: BinarySpec, result_of: Callable[[BinarySpec], BinaryResult]) -> str | None:
         """Run what must come first (result_of runs it, or has its result); why the binary
         must not run, else None."""
@@ -45,11 +41,11 @@ class FixtureGate:
         visiting: set = getattr(self._visiting, "keys", set())
         self._visiting.keys = visiting | {spec.key}
         try:
-            present = {t for s in self._setups_of(spec) for t in s.ctest.tests}  # type: ignore[union-attr]
+            first = [(name, s) for name in run.requires for s in self._setups.get((spec.board.name, name), [])]
+            present = {t for _, s in first for t in s.ctest.tests}  # type: ignore[union-attr]
             missing = [t for t in run.setup_tests if t not in present and t not in run.tests]
             if missing:  # CTest would add it: said, never run without it
                 return f"not run: its fixtures' setup test {', '.join(missing)} is left out of this run: select it too"
-            first = [(name, s) for name in run.requires for s in self._setups.get((spec.board.name, name), [])]
             first += [(name, s) for name in run.cleans_up for s in self._requirers.get((spec.board.name, name), [])]
             for name, other in first:
                 if other.key == spec.key:
