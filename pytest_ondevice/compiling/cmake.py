@@ -107,6 +107,13 @@ class Configured:
     targets: dict[str, Target] = field(default_factory=dict)
     tests: list[CTestTest] = field(default_factory=list)
     unused: tuple[str, ...] = ()  # cache variables given that the project never read
+    includes: tuple[str, ...] = ()  # the CTestTestfile.cmake files' include() lines (discover steps')
+
+    def discovered(self, target: str) -> bool:
+        """Whether a discover step (gtest's, Catch2's, doctest's) lists the target's tests:
+        a CTestTestfile.cmake includes a file named after it."""
+        marks = (f"/{target}[", f"/{target}_include")
+        return any(m in line for line in self.includes for m in marks)
 
     def target_of(self, executable: Path) -> Target | None:
         """The target that makes an executable CTest names (by path, or its name alone)."""
@@ -202,7 +209,9 @@ def configured_and_built(
         fcntl.flock(lock, fcntl.LOCK_EX)
         configured = configure(project, board, tc, build_dir)
         failed = build(configured, project.targets, jobs)
-        configured.tests = list_tests(build_dir)
+        lines = _testfile_lines(build_dir)
+        configured.tests = list_tests(build_dir, lines)
+        configured.includes = tuple(line for _, line in lines if line.startswith("include("))
     return configured, failed
 
 
@@ -323,7 +332,7 @@ def _why(name: str, made: Target, blocks: dict[str, str]) -> str:
     return ""
 
 
-def list_tests(build_dir: Path) -> list[CTestTest]:
+def list_tests(build_dir: Path, lines: list[tuple[Path, str]]) -> list[CTestTest]:
     """The tests as CTest itself lists them, with their properties."""
     done = subprocess.run([_tool("ctest"), "--show-only=json-v1"], cwd=build_dir, capture_output=True, text=True)
     if done.returncode != 0:
@@ -331,7 +340,7 @@ def list_tests(build_dir: Path) -> list[CTestTest]:
     info = json.loads(done.stdout)
     graph = info.get("backtraceGraph", {})
     tests = []
-    declared = _declared(build_dir)
+    declared = _declared(lines)
     for entry in info.get("tests", []):
         directory, command = declared.get(entry["name"], (None, ()))
         if not entry.get("command"):  # CTest drops the command of an executable not built
@@ -363,18 +372,27 @@ def list_tests(build_dir: Path) -> list[CTestTest]:
 _ARGUMENT = re.compile(r'\[(=*)\[(.*?)\]\1\]|"((?:[^"\\]|\\.)*)"|([^\s()"]+)')
 
 
-def _declared(build_dir: Path) -> dict[str, tuple[Path, tuple[str, ...]]]:
+def _testfile_lines(build_dir: Path) -> list[tuple[Path, str]]:
+    """Every line of the CTestTestfile.cmake files CMake wrote, with the directory of each:
+    read once, for the tests' commands and directories and the discover steps' includes."""
+    return [
+        (testfile.parent, line)
+        for testfile in build_dir.rglob("CTestTestfile.cmake")
+        for line in testfile.read_text(errors="replace").splitlines()
+    ]
+
+
+def _declared(lines: list[tuple[Path, str]]) -> dict[str, tuple[Path, tuple[str, ...]]]:
     """Each test's directory and command as CMake wrote them in the CTestTestfile.cmake
     files: the directory is where CTest runs a test without a WORKING_DIRECTORY, and the
     command says whose a test is when CTest lists none (its executable is not there), so
     that its items are errors saying why."""
     found: dict[str, tuple[Path, tuple[str, ...]]] = {}
-    for testfile in build_dir.rglob("CTestTestfile.cmake"):
-        for line in testfile.read_text(errors="replace").splitlines():
-            if line.startswith("add_test("):
-                words = [_word(m) for m in _ARGUMENT.finditer(line[len("add_test(") :])]
-                if len(words) >= 2:
-                    found.setdefault(words[0], (testfile.parent, tuple(words[1:])))
+    for directory, line in lines:
+        if line.startswith("add_test("):
+            words = [_word(m) for m in _ARGUMENT.finditer(line[len("add_test(") :])]
+            if len(words) >= 2:
+                found.setdefault(words[0], (directory, tuple(words[1:])))
     return found
 
 

@@ -167,7 +167,7 @@ def _project_tests(config: pytest.Config) -> ProjectTests:
         runs = _runs(project, configured)
         listed = {run.target for run, _ in runs}
         for target in sorted(set(failed) - listed - {""}):  # a test target nothing else would name
-            if configured.targets[target].kind == "EXECUTABLE" and _discovered(where, target):
+            if configured.targets[target].kind == "EXECUTABLE" and configured.discovered(target):
                 why = f"CMake did not build {target} for {board.name}, so its discovery step listed no test:"
                 unbuilt.append((target, board.name, f"{why}\n{failed[target]}"))
         for run, tests in runs:
@@ -182,17 +182,6 @@ def _project_tests(config: pytest.Config) -> ProjectTests:
 
 
 TESTS_KEY = pytest.StashKey[ProjectTests]()
-
-
-def _discovered(build_dir: Path, target: str) -> bool:
-    """Whether a discover step (gtest's, Catch2's, doctest's) lists the target's tests: the
-    CTestTestfile.cmake includes a file named after it."""
-    marks = (f"/{target}[", f"/{target}_include")
-    return any(
-        line.startswith("include(") and any(m in line for m in marks)
-        for testfile in build_dir.rglob("CTestTestfile.cmake")
-        for line in testfile.read_text(errors="replace").splitlines()
-    )
 
 
 class CMakeFile(pytest.File):
